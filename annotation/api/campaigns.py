@@ -1,0 +1,187 @@
+"""Campaigns for researchers: list, create, read, change, life cycle, progress, prompts, sharing.
+
+Every view about one campaign goes through ``campaign_for_user`` (404 unless you own or share it, or
+are staff); sharing goes through ``campaign_for_owner``.
+"""
+import json
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import selectors, services
+from annotation.api.exceptions import PayloadTooLarge
+from annotation.api.parsers import BoundedJSONParser, BoundedMultiPartParser
+from annotation.models import Campaign
+from annotation.permissions import campaign_for_owner
+from annotation.services.campaigns import EDITABLE_FIELDS
+
+
+class CampaignOutput(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username")
+
+    class Meta:
+        model = Campaign
+        fields = ["slug", "owner", "status", "created_at", "launched_at", "closed_at", *sorted(EDITABLE_FIELDS)]
+        read_only_fields = fields
+
+
+class CampaignInput(serializers.ModelSerializer):
+    """The campaign's editable settings, validated as the model validates them; the service saves."""
+
+    binarization = serializers.DictField(
+        child=serializers.ChoiceField(choices=[0, 1]), required=False,
+        help_text='Rating schemas: raw value → 0/1 for the audit, e.g. {"1": 0, "2": 0, "3": 1, "4": 1}.',
+    )
+
+    class Meta:
+        model = Campaign
+        fields = sorted(EDITABLE_FIELDS)
+
+
+class ProgressOutput(serializers.Serializer):
+    n_prompts = serializers.IntegerField()
+    k = serializers.IntegerField()
+    labels = serializers.IntegerField()
+    labels_wanted = serializers.IntegerField()
+    prompts_complete = serializers.IntegerField()
+    percent = serializers.FloatField()
+
+
+class CampaignListCreateApi(APIView):
+    @extend_schema(responses={200: CampaignOutput(many=True)})
+    def get(self, request):
+        campaigns = selectors.campaigns_visible_to(user=request.user).select_related("owner")
+        return Response(CampaignOutput(campaigns, many=True).data)
+
+    @extend_schema(request=CampaignInput, responses={201: CampaignOutput})
+    def post(self, request):
+        data = CampaignInput(instance=Campaign(), data=request.data)
+        data.is_valid(raise_exception=True)
+        campaign = services.campaign_create(owner=request.user, **data.validated_data)
+        return Response(CampaignOutput(campaign).data, status=status.HTTP_201_CREATED)
+
+
+class CampaignDetailApi(APIView):
+    @extend_schema(responses={200: CampaignOutput})
+    def get(self, request, slug: str):
+        return Response(CampaignOutput(selectors.campaign_for_user(user=request.user, slug=slug)).data)
+
+    @extend_schema(request=CampaignInput(partial=True), responses={200: CampaignOutput})
+    def patch(self, request, slug: str):
+        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        data = CampaignInput(instance=campaign, data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        campaign = services.campaign_update(campaign=campaign, **data.validated_data)
+        return Response(CampaignOutput(campaign).data)
+
+
+class CampaignTransitionApi(APIView):
+    """launch, pause, resume or close; ``action`` is bound in urls.py, one URL per action."""
+
+    action: str = ""
+
+    @extend_schema(request=None, responses={200: CampaignOutput})
+    def post(self, request, slug: str):
+        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = services.campaign_transition(campaign=campaign, action=self.action)
+        return Response(CampaignOutput(campaign).data)
+
+
+class CampaignProgressApi(APIView):
+    @extend_schema(responses={200: ProgressOutput})
+    def get(self, request, slug: str):
+        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        progress = selectors.campaign_progress(campaign=campaign)
+        return Response(ProgressOutput(progress).data)
+
+
+class PromptImportApi(APIView):
+    """Import prompts, all or nothing, exactly as the web upload does (``prompts_import``).
+
+    Send either a multipart form with a CSV or JSONL ``file``, or a JSON list of rows
+    (``[{"id": ..., "text": ..., "gold": ..., "group": ..., "options": [...]}, ...]``).
+    """
+
+    parser_classes = (BoundedJSONParser, BoundedMultiPartParser)
+
+    class FileInput(serializers.Serializer):
+        file = serializers.FileField()
+
+    class OutputSerializer(serializers.Serializer):
+        filename = serializers.CharField()
+        n_prompts = serializers.IntegerField()
+        sha256 = serializers.CharField()
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(
+        request={"multipart/form-data": FileInput, "application/json": {"type": "array", "items": {"type": "object"}}},
+        responses={201: OutputSerializer},
+    )
+    def post(self, request, slug: str):
+        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        if request.content_type.startswith("multipart/"):
+            data = self.FileInput(data=request.data)
+            data.is_valid(raise_exception=True)
+            upload = data.validated_data["file"]
+            if upload.size > settings.CHORUS_MAX_IMPORT_BYTES:
+                raise PayloadTooLarge(
+                    f"The file is {upload.size:,} bytes; the limit is {settings.CHORUS_MAX_IMPORT_BYTES:,}."
+                )
+            content, filename = upload.read(), upload.name
+        else:
+            content, filename = _jsonl(request.data), "request.jsonl"
+        batch = services.prompts_import(campaign=campaign, data=content, filename=filename, user=request.user)
+        return Response(self.OutputSerializer(batch).data, status=status.HTTP_201_CREATED)
+
+
+def _jsonl(rows) -> bytes:
+    """The rows as the JSONL file an upload would hold, so both ways share one parser and its rules.
+    Only the envelope is checked here, and it fails fast: a body of a million numbers is refused at
+    its first number, not after a million error messages."""
+    if not isinstance(rows, list) or not rows:
+        raise ValidationError({"rows": ["Send a multipart 'file', or a non-empty JSON list of row objects."]})
+    first_bad = next((n for n, row in enumerate(rows, start=1) if not isinstance(row, dict)), None)
+    if first_bad is not None:
+        raise ValidationError({"rows": [f"Row {first_bad} is not a JSON object."]})
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+
+
+class UsernameInput(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+
+
+class CollaboratorListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        owner = serializers.CharField(source="owner.username")
+        collaborators = serializers.SerializerMethodField()
+
+        def get_collaborators(self, campaign) -> list[str]:
+            return sorted(campaign.collaborators.values_list("username", flat=True))
+
+    @extend_schema(responses={200: OutputSerializer})
+    def get(self, request, slug: str):
+        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        return Response(self.OutputSerializer(campaign).data)
+
+    @extend_schema(request=UsernameInput, responses={201: OutputSerializer})
+    def post(self, request, slug: str):
+        campaign = campaign_for_owner(user=request.user, slug=slug)
+        data = UsernameInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.campaign_share(campaign=campaign, **data.validated_data)
+        return Response(self.OutputSerializer(campaign).data, status=status.HTTP_201_CREATED)
+
+
+class CollaboratorDetailApi(APIView):
+    @extend_schema(responses={204: None})
+    def delete(self, request, slug: str, username: str):
+        campaign = campaign_for_owner(user=request.user, slug=slug)
+        data = UsernameInput(data={"username": username})  # the URL's part is input like any other
+        data.is_valid(raise_exception=True)
+        services.campaign_unshare(campaign=campaign, **data.validated_data)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+

@@ -1,0 +1,112 @@
+"""Labels out: a researcher's export (paginated JSON, or a streamed CSV/JSONL file) and a worker's own labels.
+
+All of it goes through ``annotation.exporting`` (the same rows, pseudonyms and formula defusing as
+the web download).
+"""
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.pagination import CursorPagination
+from rest_framework.views import APIView
+
+from annotation import selectors, services
+from annotation.exporting import FORMATS, export_chunks, export_filename, export_rows
+from annotation.models import Label
+
+
+class LabelPagination(CursorPagination):
+    ordering = "id"
+    page_size = 500
+    page_size_query_param = "page_size"
+    max_page_size = 5000
+
+
+class LabelRowOutput(serializers.Serializer):
+    """One audit unit (a per-option label gives one row per option), as in the exported files."""
+
+    worker = serializers.CharField(help_text="channel:id, or a stable pseudonym with pseudonymize=1.")
+    prompt = serializers.CharField()
+    value = serializers.JSONField()
+    gold = serializers.JSONField(allow_null=True)
+    group = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    leased_at = serializers.DateTimeField()
+    time_spent_s = serializers.FloatField()
+    campaign = serializers.CharField()
+    label_id = serializers.IntegerField()
+    prompt_text = serializers.CharField()
+
+
+class ExportOptions(serializers.Serializer):
+    pseudonymize = serializers.BooleanField(
+        default=False, help_text="Replace worker ids by stable pseudonyms (keyed hashes)."
+    )
+
+
+class LabelFilters(ExportOptions):
+    worker = serializers.CharField(required=False, max_length=221, help_text="Only this worker's (channel:id).")
+    prompt = serializers.CharField(required=False, max_length=200, help_text="Only this prompt's (imported id).")
+    since = serializers.DateTimeField(required=False, help_text="Only labels created at or after this time.")
+
+
+def _page_rows(request, view, *, campaign, labels, pseudonymize: bool):
+    paginator = LabelPagination()
+    page = paginator.paginate_queryset(labels.only("id"), request, view=view)
+    rows = export_rows(
+        campaign=campaign, pseudonymize=pseudonymize, labels=Label.objects.filter(pk__in=[label.pk for label in page])
+    )
+    return paginator.get_paginated_response(LabelRowOutput(rows, many=True).data)
+
+
+class LabelListApi(APIView):
+    pagination_class = LabelPagination
+
+    @extend_schema(parameters=[LabelFilters], responses={200: LabelRowOutput(many=True)})
+    def get(self, request, slug: str):
+        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        options = LabelFilters(data=request.query_params)
+        options.is_valid(raise_exception=True)
+        pseudonymize = options.validated_data.pop("pseudonymize")
+        labels = selectors.campaign_labels(campaign=campaign, **options.validated_data)
+        return _page_rows(request, self, campaign=campaign, labels=labels, pseudonymize=pseudonymize)
+
+
+class LabelExportApi(APIView):
+    """The whole campaign as one file, streamed row by row, so its size does not matter."""
+
+    fmt: str = ""  # bound in urls.py, one URL per format
+
+    @extend_schema(
+        parameters=[ExportOptions],
+        responses={(200, media.split(";")[0]): OpenApiResponse(OpenApiTypes.STR) for media in FORMATS.values()},
+    )
+    def get(self, request, slug: str):
+        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        options = ExportOptions(data=request.query_params)
+        options.is_valid(raise_exception=True)
+        chunks = export_chunks(campaign=campaign, fmt=self.fmt, **options.validated_data)
+        response = StreamingHttpResponse(chunks, content_type=FORMATS[self.fmt])
+        response["Content-Disposition"] = f'attachment; filename="{export_filename(campaign, self.fmt)}"'
+        return response
+
+
+class MyLabelsApi(APIView):
+    """A worker's own labels in a campaign: what they answered, never the gold or others' labels."""
+
+    pagination_class = LabelPagination
+
+    class OutputSerializer(serializers.Serializer):
+        label_id = serializers.IntegerField(source="pk")
+        prompt = serializers.CharField(source="prompt.external_id")
+        value = serializers.JSONField()
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(responses={200: OutputSerializer(many=True)})
+    def get(self, request, slug: str):
+        campaign = selectors.campaign_for_workers(slug=slug)
+        worker = services.worker_for_user(user=request.user)
+        labels = selectors.campaign_labels(campaign=campaign, worker=worker.public_id).select_related("prompt")
+        paginator = LabelPagination()
+        page = paginator.paginate_queryset(labels, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)

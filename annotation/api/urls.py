@@ -1,0 +1,51 @@
+"""The REST API, version 1. Every view answers errors as ``{"error": {...}}`` (see exceptions.py)."""
+from csp.decorators import csp_update
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+from annotation.api import audits, auth, campaigns, labels, worker_loop
+from annotation.exporting import FORMATS
+from annotation.services.campaigns import TRANSITIONS
+
+app_name = "api"
+campaign = "v1/campaigns/<slug:slug>"
+# The Swagger UI page carries one inline <style> block (drf-spectacular's template); its script is
+# served separately (the split view), so scripts stay 'self' only.
+docs = csp_update({"style-src": ["'unsafe-inline'"]})(SpectacularSwaggerSplitView.as_view(url_name="api:schema"))
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", docs, name="docs"),
+    path("v1/auth/token/", auth.TokenObtainApi.as_view(), name="token"),
+    # Workers
+    path(f"{campaign}/next-task/", worker_loop.NextTaskApi.as_view(), name="next-task"),
+    path("v1/leases/<int:lease_id>/heartbeat/", worker_loop.LeaseHeartbeatApi.as_view(), name="lease-heartbeat"),
+    path("v1/leases/<int:lease_id>/submit/", worker_loop.LeaseSubmitApi.as_view(), name="lease-submit"),
+    path("v1/leases/<int:lease_id>/release/", worker_loop.LeaseReleaseApi.as_view(), name="lease-release"),
+    path(f"{campaign}/my-labels/", labels.MyLabelsApi.as_view(), name="my-labels"),
+    # Researchers
+    path("v1/campaigns/", campaigns.CampaignListCreateApi.as_view(), name="campaigns"),
+    path(f"{campaign}/", campaigns.CampaignDetailApi.as_view(), name="campaign"),
+    *(
+        path(f"{campaign}/{action}/", campaigns.CampaignTransitionApi.as_view(action=action), name=f"campaign-{action}")
+        for action in TRANSITIONS
+    ),
+    path(f"{campaign}/progress/", campaigns.CampaignProgressApi.as_view(), name="campaign-progress"),
+    path(f"{campaign}/prompts/", campaigns.PromptImportApi.as_view(), name="prompt-import"),
+    path(f"{campaign}/collaborators/", campaigns.CollaboratorListApi.as_view(), name="collaborators"),
+    path(
+        f"{campaign}/collaborators/<str:username>/", campaigns.CollaboratorDetailApi.as_view(), name="collaborator"
+    ),
+    path(f"{campaign}/labels/", labels.LabelListApi.as_view(), name="labels"),
+    *(
+        path(f"{campaign}/labels.{fmt}", labels.LabelExportApi.as_view(fmt=fmt), name=f"labels-{fmt}")
+        for fmt in FORMATS
+    ),
+    path(f"{campaign}/audit/", audits.AuditApi.as_view(), name="audit"),
+    path(f"{campaign}/audit/snapshots/", audits.AuditSnapshotListApi.as_view(), name="audit-snapshots"),
+    *(
+        path(f"{campaign}/audit/report.{fmt}", audits.AuditReportApi.as_view(fmt=fmt), name=f"audit-report-{fmt}")
+        for fmt in audits.AuditReportApi.MEDIA_TYPES
+    ),
+    path(f"{campaign}/audit/recompute/", audits.AuditRecomputeApi.as_view(), name="audit-recompute"),
+]

@@ -1,0 +1,107 @@
+"""The worker loop: ask for a prompt, keep it alive, label it or give it back.
+
+Every call needs a signed-in user (the API's default permission) and acts as their native worker
+identity (``worker_for_user``).
+"""
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import selectors, services
+
+MAX_OPTIONS = 1000
+
+
+def _is_scalar(item) -> bool:
+    return isinstance(item, (int, float)) or (isinstance(item, str) and len(item) <= 20)
+
+
+class PromptOutput(serializers.Serializer):
+    id = serializers.CharField(source="external_id", help_text="The prompt's id in the imported file.")
+    text = serializers.CharField()
+    options = serializers.ListField(child=serializers.CharField())
+
+
+class LeaseOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    expires_at = serializers.DateTimeField()
+    prompt = PromptOutput()
+
+
+class NextTaskApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        lease = LeaseOutput(allow_null=True, help_text="null when there is no work for you; see code.")
+        worker_labels = serializers.IntegerField(required=False, help_text="Your labels in this campaign.")
+        code = serializers.CharField(
+            required=False, help_text="Why there is no lease: nothing_left, cap_reached, campaign_<status>."
+        )
+        message = serializers.CharField(required=False)
+
+    @extend_schema(request=None, responses={200: OutputSerializer})
+    def post(self, request, slug: str):
+        campaign = selectors.campaign_for_workers(slug=slug)
+        worker = services.worker_for_user(user=request.user)
+        lease = services.lease_acquire(campaign=campaign, worker=worker)
+        if isinstance(lease, services.NothingLeft):
+            body = {"lease": None, "code": lease.code, "message": lease.reason}
+        else:
+            body = {"lease": lease, "worker_labels": selectors.worker_label_count(campaign=campaign, worker=worker)}
+        return Response(self.OutputSerializer(body).data)
+
+
+class LeaseHeartbeatApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        expires_at = serializers.DateTimeField()
+
+    @extend_schema(request=None, responses={200: OutputSerializer})
+    def post(self, request, lease_id: int):
+        worker = services.worker_for_user(user=request.user)
+        selectors.lease_for_worker(lease_id=lease_id, worker=worker)  # another worker's lease: 404
+        lease = services.lease_heartbeat(lease_id=lease_id, worker=worker)
+        return Response(self.OutputSerializer(lease).data)
+
+
+class LeaseSubmitApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        value = serializers.JSONField(help_text="A number, or (per-option schemas) a list with one rating per option.")
+        client_token = serializers.CharField(
+            max_length=64, help_text="Chosen by the client for this label; resending it is a safe retry."
+        )
+
+        def validate_value(self, value):
+            """Only the shape; the campaign's schema checks the rest. Keeps absurd values (deep or huge
+            structures) out of the service and its error messages."""
+            items = value if isinstance(value, list) else [value]
+            if len(items) > MAX_OPTIONS or not all(_is_scalar(item) for item in items):
+                raise serializers.ValidationError(
+                    "A label is a number, or a list with one number per answer option."
+                )
+            return value
+
+    class OutputSerializer(serializers.Serializer):
+        label_id = serializers.IntegerField()
+        prompt_id = serializers.IntegerField()
+        created_at = serializers.DateTimeField()
+        worker_labels = serializers.IntegerField()
+        duplicate = serializers.BooleanField(help_text="true when this repeats an already acknowledged submission.")
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer, 200: OutputSerializer})
+    def post(self, request, lease_id: int):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        worker = services.worker_for_user(user=request.user)
+        selectors.lease_for_worker(lease_id=lease_id, worker=worker)  # another worker's lease: 404
+        ack = services.label_submit(lease_id=lease_id, worker=worker, **data.validated_data)
+        return Response(
+            self.OutputSerializer(ack).data, status=status.HTTP_200_OK if ack.duplicate else status.HTTP_201_CREATED
+        )
+
+
+class LeaseReleaseApi(APIView):
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request, lease_id: int):
+        worker = services.worker_for_user(user=request.user)
+        selectors.lease_for_worker(lease_id=lease_id, worker=worker)  # another worker's lease: 404
+        services.lease_release(lease_id=lease_id, worker=worker)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,39 @@
+"""Researcher forms: MTurk publishing options and a panel link. The services validate again."""
+from django import forms
+
+from annotation.channels.services import MTURK_DEFAULTS
+
+
+class MTurkPublicationForm(forms.Form):
+    title = forms.CharField(max_length=128, help_text="What workers see in MTurk's list of HITs.")
+    description = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
+    keywords = forms.CharField(max_length=1000, required=False, initial=MTURK_DEFAULTS["keywords"])
+    reward = forms.DecimalField(min_value=0.01, max_value=100, decimal_places=2, help_text="US dollars per label.")
+    n_assignments = forms.IntegerField(
+        min_value=1, required=False, help_text="Labels to buy on MTurk. Empty: all the campaign still needs."
+    )
+    assignments_per_hit = forms.IntegerField(
+        min_value=1, max_value=1000, initial=MTURK_DEFAULTS["assignments_per_hit"],
+        help_text="HITs with 10 or more assignments pay 40% commission instead of 20%.",
+    )
+    assignment_duration = forms.IntegerField(min_value=30, required=False, help_text="Seconds per assignment (default: the lease length, at least 300).")
+    lifetime = forms.IntegerField(min_value=30, initial=MTURK_DEFAULTS["lifetime"], help_text="Seconds; extended while labels are needed.")
+    auto_approval_delay = forms.IntegerField(min_value=0, initial=MTURK_DEFAULTS["auto_approval_delay"], help_text="Seconds.")
+    locales = forms.CharField(required=False, help_text="Country codes workers must be in, e.g. US, GB, US-NY. Empty: anywhere.")
+    min_approval_rate = forms.IntegerField(min_value=0, max_value=100, required=False, help_text="Percent, e.g. 95.")
+    min_approved = forms.IntegerField(min_value=0, required=False, help_text="Approved HITs, e.g. 100.")
+
+    def options(self) -> dict:
+        return {name: value for name, value in self.cleaned_data.items() if value not in (None, "")}
+
+
+class PanelPublicationForm(forms.Form):
+    panel_name = forms.CharField(max_length=20, initial="prolific", help_text="Workers are known as <panel>:<participant id>.")
+    participant_param = forms.CharField(max_length=64, initial="PROLIFIC_PID")
+    study_param = forms.CharField(max_length=64, initial="STUDY_ID", required=False)
+    session_param = forms.CharField(max_length=64, initial="SESSION_ID", required=False)
+    expected_study_id = forms.CharField(max_length=200, required=False, help_text="Refuse links of other studies.")
+    completion_code = forms.CharField(max_length=100, required=False)
+    completion_url = forms.URLField(max_length=500, required=False, assume_scheme="https", help_text="e.g. https://app.prolific.com/submissions/complete?cc=CODE")
+    redirect_on_completion = forms.BooleanField(required=False)
+    quota_per_session = forms.IntegerField(min_value=1, required=False, help_text="Labels per participant session. Empty: no quota.")

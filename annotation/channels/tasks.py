@@ -1,0 +1,59 @@
+"""Celery tasks of the channels app: thin (an id in, a service call), idempotent, retrying only
+transient channel errors. Enqueued with ``delay_on_commit`` by the services."""
+from celery import shared_task
+from django.core.cache import cache
+
+from annotation.channels.base import ChannelTransientError
+
+RECONCILE_LOCK_SECONDS = 15 * 60
+
+
+@shared_task(
+    autoretry_for=(ChannelTransientError,), retry_backoff=30, retry_backoff_max=15 * 60, retry_jitter=True,
+    max_retries=8, acks_late=True,
+)
+def publish_campaign_task(publication_id: int):
+    """Create the publication's HITs (resumable: every HIT carries a token derived from its row)."""
+    from annotation.channels.services import publication_publish
+
+    return publication_publish(publication_id=publication_id).status
+
+
+def _reconcile_one(publication_id: int) -> str:
+    from annotation.channels.services import mturk_reconcile
+
+    lock = f"channels:mturk-reconcile:{publication_id}"
+    if not cache.add(lock, 1, RECONCILE_LOCK_SECONDS):  # single flight per publication
+        return "busy"
+    try:
+        return str(mturk_reconcile(publication_id=publication_id))
+    finally:
+        cache.delete(lock)
+
+
+@shared_task(autoretry_for=(ChannelTransientError,), retry_backoff=30, max_retries=8)
+def withdraw_publication_task(publication_id: int):
+    """Expire the withdrawn publication's HITs (reconciliation does it, and keeps reviewing)."""
+    return _reconcile_one(publication_id)
+
+
+@shared_task(autoretry_for=(ChannelTransientError,), retry_backoff=10, max_retries=8)
+def mturk_block_worker_task(block_id: int):
+    from annotation.channels.services import mturk_block_push
+
+    return mturk_block_push(block_id=block_id)
+
+
+@shared_task
+def mturk_reconcile_task():
+    """Periodic (CELERY_BEAT_SCHEDULE): reconcile every open MTurk publication. A transient error on
+    one publication does not stop the others; the next period retries it."""
+    from annotation.channels.services import publications_to_reconcile
+
+    results = {}
+    for publication_id in publications_to_reconcile().values_list("pk", flat=True):
+        try:
+            results[publication_id] = _reconcile_one(publication_id)
+        except ChannelTransientError as exc:
+            results[publication_id] = f"transient error, retried next period: {exc.message}"
+    return results

@@ -1,0 +1,477 @@
+"""Pages of the channels app: the MTurk task page (inside MTurk's iframe), the panel link's worker
+flow, and the researchers' publishing pages. Views parse, call one service or selector, render.
+
+The MTurk task page works without any cookie (browsers block third-party cookies in MTurk's iframe):
+who the worker is travels in a signed, per-assignment token in the form's URL (``django.core.signing``).
+It may be framed by MTurk's worker sites only, and is exempt from X-Frame-Options.
+"""
+import re
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core import signing
+from django.core.exceptions import ImproperlyConfigured
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.clickjacking import xframe_options_exempt
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import selectors as core_selectors
+from annotation import services as core
+from annotation.channels import selectors
+from annotation.views.worker import heartbeat_json
+from annotation.channels import services
+from annotation.channels.forms import MTurkPublicationForm, PanelPublicationForm
+from annotation.channels.mturk import FRAME_ANCESTORS
+from annotation.channels.models import MTurkAssignment, MTurkHIT, PanelConfig, PanelSession, Publication
+from annotation.channels.registry import get_channel
+from annotation.forms import label_from_post, new_client_token
+from annotation.models import Label, Lease
+
+TASK_TOKEN_SALT = "chorus.channels.mturk-task"
+_MTURK_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NOTICES = {
+    "lease_expired": "Your time on the previous prompt ran out; here is another one.",
+    "already_labeled": "That prompt was already labeled in another of your assignments; here is another one.",
+    "lease_released": "That prompt was given back; here is another one.",
+    "not_leased": "That prompt is no longer yours; here is another one.",
+}
+
+
+# --- MTurk: the task page ----------------------------------------------------------------------------
+
+
+def _frame(response, channel):
+    """Let MTurk's worker sites frame this response and let the page post the assignment to MTurk."""
+    replace = {"form-action": ["'self'", *channel.submit_origins()]}
+    if channel.frame_ancestors():
+        replace["frame-ancestors"] = list(channel.frame_ancestors())
+    response._csp_replace = replace
+    return response
+
+
+def _frame_error(request, channel, message: str, status: int = 400):
+    response = render(request, "channels/mturk_error.html", {"message": message}, status=status)
+    if channel is None:  # still shown inside MTurk's frame
+        response._csp_replace = {"frame-ancestors": list(FRAME_ANCESTORS)}
+        return response
+    return _frame(response, channel)
+
+
+def _publication(raw) -> Publication:
+    if not str(raw or "").isdigit():
+        raise Http404("No such publication.")
+    return get_object_or_404(Publication.objects.select_related("campaign"), pk=int(raw), kind=Publication.Kind.MTURK)
+
+
+def _task_token(publication, assignment_id, hit_id, worker_id, submit_to) -> str:
+    return signing.dumps(
+        {"p": publication.pk, "a": assignment_id, "h": hit_id, "w": worker_id, "s": submit_to}, salt=TASK_TOKEN_SALT
+    )
+
+
+def _task_get_url(data: dict) -> str:
+    return reverse("channels:mturk_task") + "?" + urlencode({
+        "publication": data["p"], "assignmentId": data["a"], "hitId": data["h"], "workerId": data["w"],
+        "turkSubmitTo": data["s"],
+    })
+
+
+def _read_token(request, publication=None):
+    """The signed token of a task-page form, or None (tampered, expired or absent)."""
+    try:
+        data = signing.loads(request.GET.get("t", ""), salt=TASK_TOKEN_SALT, max_age=8 * 24 * 3600)
+    except signing.BadSignature:
+        return None
+    return data if isinstance(data, dict) and {"p", "a", "h", "w", "s"} <= set(data) else None
+
+
+def _submit_page(request, channel, assignment: MTurkAssignment, label: Label, submit_to: str):
+    """The label is in Chorus: post the assignment to MTurk (auto-submitted by a static script)."""
+    context = {
+        "action": submit_to.rstrip("/") + "/mturk/externalSubmit",
+        "fields": {
+            "assignmentId": assignment.assignment_id,
+            "chorus_label": str(label.pk),
+            "chorus_prompt": label.prompt.external_id,
+        },
+        "campaign": label.campaign,
+    }
+    return _frame(render(request, "channels/mturk_submit.html", context), channel)
+
+
+def _work(request, *, publication, channel, assignment, data, error=None, notice=None, status=200):
+    """What an opened assignment shows: its label's submit form, a prompt, or nothing left."""
+    campaign = publication.campaign
+    label = selectors.mturk_assignment_label(assignment=assignment)
+    if label is not None:
+        return _submit_page(request, channel, assignment, label, data["s"])
+    result = core.lease_acquire(campaign=campaign, worker=assignment.worker)
+    if isinstance(result, core.NothingLeft):
+        if result.code in ("nothing_left", "cap_reached"):
+            services.mturk_nothing_left(assignment=assignment)
+        context = {"campaign": campaign, "reason": result.reason, "code": result.code}
+        return _frame(render(request, "channels/mturk_nothing_left.html", context), channel)
+    token = _task_token(publication, data["a"], data["h"], data["w"], data["s"])
+    query = urlencode({"t": token, "lease": result.pk})
+    context = {
+        "campaign": campaign,
+        "lease": result,
+        "prompt": result.prompt,
+        "schema": campaign.label_schema,
+        "client_token": services.mturk_client_token(assignment.assignment_id),
+        "form_action": f"{reverse('channels:mturk_task_submit')}?{query}",
+        "heartbeat_url": f"{reverse('channels:mturk_task_heartbeat')}?{query}",
+        "heartbeat_ms": campaign.lease_seconds * 1000 // 3,
+        "error": error,
+        "notice": NOTICES.get(notice or ""),
+    }
+    return _frame(render(request, "channels/mturk_task.html", context, status=status), channel)
+
+
+@xframe_options_exempt
+@require_GET
+def mturk_task(request):
+    """MTurk's iframe opens this with assignmentId, hitId, workerId and turkSubmitTo. The preview
+    (ASSIGNMENT_ID_NOT_AVAILABLE) shows the instructions only, never a prompt."""
+    publication = _publication(request.GET.get("publication"))
+    try:
+        channel = get_channel(publication.channel)
+    except ImproperlyConfigured:
+        return _frame_error(request, None, "This task is not available right now.", status=503)
+    params = request.GET
+    if channel.is_preview(params):
+        context = {"campaign": publication.campaign, "reward": publication.options.get("reward")}
+        return _frame(render(request, "channels/mturk_preview.html", context), channel)
+    assignment_id, hit_id = params.get("assignmentId", ""), params.get("hitId", "")
+    worker_id, submit_to = params.get("workerId", ""), params.get("turkSubmitTo", "").rstrip("/")
+    if not all(_MTURK_ID.fullmatch(v) for v in (assignment_id, hit_id, worker_id)):
+        return _frame_error(request, channel, "This page must be opened from an MTurk assignment.")
+    if submit_to not in channel.submit_origins():
+        return _frame_error(request, channel, "This assignment comes from an unexpected MTurk site.")
+    hit = MTurkHIT.objects.filter(publication=publication, hit_id=hit_id).first()
+    if hit is None:
+        return _frame_error(request, channel, "This HIT is not part of this campaign.")
+    worker = core.worker_get_or_create(channel=publication.worker_channel, external_id=worker_id)
+    try:
+        assignment = services.mturk_assignment_open(hit=hit, assignment_id=assignment_id, worker=worker)
+    except services.PublicationRefused as exc:
+        return _frame_error(request, channel, exc.message)
+    data = {"p": publication.pk, "a": assignment_id, "h": hit_id, "w": worker_id, "s": submit_to}
+    return _work(request, publication=publication, channel=channel, assignment=assignment, data=data,
+                 notice=params.get("notice"))
+
+
+def _assignment_from_token(request):
+    data = _read_token(request)
+    if data is None:
+        return None, None, None
+    assignment = (
+        MTurkAssignment.objects.select_related("worker", "hit__publication__campaign")
+        .filter(assignment_id=data["a"], hit__hit_id=data["h"], worker__external_id=data["w"],
+                hit__publication_id=data["p"])
+        .first()
+    )
+    return data, assignment, (assignment.hit.publication if assignment else None)
+
+
+@csrf_exempt  # no cookie reaches this page inside MTurk's iframe; the signed token authenticates it
+@xframe_options_exempt
+@require_POST
+def mturk_task_submit(request):
+    data, assignment, publication = _assignment_from_token(request)
+    if assignment is None:
+        return _frame_error(request, None, "This form has expired or was altered. Reload the HIT.")
+    channel = get_channel(publication.channel)
+    worker, campaign = assignment.worker, publication.campaign
+    label = selectors.mturk_assignment_label(assignment=assignment)
+    if label is not None:
+        return _submit_page(request, channel, assignment, label, data["s"])
+    lease_id = request.GET.get("lease", "")
+    lease = (
+        Lease.objects.select_related("prompt").filter(pk=int(lease_id), worker=worker, campaign=campaign).first()
+        if lease_id.isdigit() else None
+    )
+    if lease is None:
+        return _frame(redirect(_task_get_url(data) + "&notice=not_leased"), channel)
+    value = label_from_post(request.POST, prompt=lease.prompt, schema_kind=campaign.schema)
+    try:
+        ack = core.label_submit(
+            lease_id=lease.pk, worker=worker, value=value, client_token=services.mturk_client_token(assignment.assignment_id)
+        )
+    except core.LabelRefused as exc:
+        if exc.code == "bad_value":
+            return _work(request, publication=publication, channel=channel, assignment=assignment, data=data,
+                         error=exc.message, status=400)
+        return _frame(redirect(_task_get_url(data) + "&" + urlencode({"notice": exc.code})), channel)
+    services.mturk_assignment_labeled(assignment=assignment, label_id=ack.label_id)
+    label = Label.objects.select_related("prompt", "campaign").get(pk=ack.label_id)
+    return _submit_page(request, channel, assignment, label, data["s"])
+
+
+@csrf_exempt
+@require_POST
+def mturk_task_heartbeat(request):
+    data, assignment, publication = _assignment_from_token(request)
+    lease_id = request.GET.get("lease", "")
+    if assignment is None or not lease_id.isdigit():
+        return JsonResponse({"code": "bad_token", "message": "This page has expired; reload the HIT."}, status=400)
+    return heartbeat_json(lease_id=int(lease_id), worker=assignment.worker)
+
+
+# --- Link-based panels ----------------------------------------------------------------------------------
+
+
+def _panel(slug) -> PanelConfig:
+    return get_object_or_404(PanelConfig.objects.select_related("publication__campaign"), slug=slug)
+
+
+def _session_key(panel: PanelConfig) -> str:
+    return f"chorus_panel:{panel.pk}"
+
+
+def _panel_session(request, panel: PanelConfig) -> PanelSession | None:
+    pk = request.session.get(_session_key(panel))
+    if pk is None:
+        return None
+    return PanelSession.objects.select_related("worker").filter(pk=pk, panel=panel).first()
+
+
+def _panel_error(request, panel, message, status=400):
+    return render(request, "channels/panel_error.html", {"panel": panel, "message": message}, status=status)
+
+
+def _quota_reached(panel: PanelConfig, session: PanelSession) -> bool:
+    return panel.quota_per_session is not None and session.n_labels >= panel.quota_per_session
+
+
+@require_GET
+def panel_entry(request, slug):
+    """The campaign link given to the panel: ``?PROLIFIC_PID=…&STUDY_ID=…&SESSION_ID=…`` (names per panel)."""
+    panel = _panel(slug)
+    participant = request.GET.get(panel.participant_param, "").strip()
+    if not participant and _panel_session(request, panel) is not None:
+        return redirect("channels:panel_next", slug=slug)
+    try:
+        session = services.panel_session_start(
+            panel=panel, participant_id=participant,
+            study_id=request.GET.get(panel.study_param, "").strip() if panel.study_param else "",
+            session_id=request.GET.get(panel.session_param, "").strip() if panel.session_param else "",
+        )
+    except services.PanelRefused as exc:
+        return _panel_error(request, panel, exc.message)
+    previous = request.session.get(_session_key(panel))
+    if previous is not None and previous != session.pk:
+        request.session.cycle_key()  # another participant on this browser: a fresh session
+    request.session[_session_key(panel)] = session.pk
+    return redirect("channels:panel_next", slug=slug)
+
+
+def _require_session(request, panel):
+    session = _panel_session(request, panel)
+    if session is None:
+        return None, _panel_error(
+            request, panel, f"Open this study from {panel.publication.channel}: your participant link starts it.", status=403
+        )
+    return session, None
+
+
+@require_GET
+def panel_next(request, slug):
+    panel = _panel(slug)
+    session, error = _require_session(request, panel)
+    if error:
+        return error
+    if session.completed_at or _quota_reached(panel, session):
+        return redirect("channels:panel_done", slug=slug)
+    result = core.lease_acquire(campaign=panel.publication.campaign, worker=session.worker)
+    if isinstance(result, core.NothingLeft):
+        return redirect("channels:panel_done", slug=slug)
+    return redirect("channels:panel_task", slug=slug, lease_id=result.pk)
+
+
+def panel_task(request, slug, lease_id):
+    panel = _panel(slug)
+    session, error = _require_session(request, panel)
+    if error:
+        return error
+    campaign = panel.publication.campaign
+    lease = core_selectors.lease_for_worker(lease_id=lease_id, worker=session.worker, campaign=campaign)
+    error = None
+    if request.method == "POST":
+        if _quota_reached(panel, session):
+            return redirect("channels:panel_done", slug=slug)
+        value = label_from_post(request.POST, prompt=lease.prompt, schema_kind=campaign.schema)
+        try:
+            ack = core.label_submit(
+                lease_id=lease.pk, worker=session.worker, value=value, client_token=request.POST.get("client_token", "")
+            )
+        except core.LabelRefused as exc:
+            if exc.code != "bad_value":
+                messages.warning(request, exc.message)
+                return redirect("channels:panel_next", slug=slug)
+            error = exc.message
+        else:
+            if not ack.duplicate:
+                services.panel_label_counted(session=session)
+            return redirect("channels:panel_next", slug=slug)
+    elif not (lease.status == Lease.Status.ACTIVE and lease.expires_at > timezone.now()):
+        return redirect("channels:panel_next", slug=slug)
+    context = {
+        "panel": panel,
+        "campaign": campaign,
+        "session": session,
+        "lease": lease,
+        "prompt": lease.prompt,
+        "schema": campaign.label_schema,
+        "client_token": new_client_token(),
+        "form_action": request.path,
+        "heartbeat_url": reverse("channels:panel_heartbeat", args=[slug, lease.pk]),
+        "heartbeat_ms": campaign.lease_seconds * 1000 // 3,
+        "error": error,
+    }
+    return render(request, "channels/panel_task.html", context, status=400 if error else 200)
+
+
+@require_POST
+def panel_heartbeat(request, slug, lease_id):
+    panel = _panel(slug)
+    session = _panel_session(request, panel)
+    if session is None:
+        return JsonResponse({"code": "no_session", "message": "Your session has ended."}, status=403)
+    return heartbeat_json(lease_id=lease_id, worker=session.worker)
+
+
+@require_GET
+def panel_done(request, slug):
+    """The end: the quota is reached or nothing is left. Only then is the completion code shown (or the
+    participant redirected to the completion URL); with work left, back to work."""
+    panel = _panel(slug)
+    session, error = _require_session(request, panel)
+    if error:
+        return error
+    reason = None
+    if not (session.completed_at or _quota_reached(panel, session)):
+        result = core.lease_acquire(campaign=panel.publication.campaign, worker=session.worker)
+        if not isinstance(result, core.NothingLeft):
+            return redirect("channels:panel_task", slug=slug, lease_id=result.pk)
+        if result.code not in ("nothing_left", "cap_reached"):  # paused or closed: no code for no work
+            return _panel_error(request, panel, result.reason, status=409)
+        reason = result.reason
+    session = services.panel_session_complete(session=session)
+    if panel.redirect_on_completion and panel.completion_url:
+        return redirect(panel.completion_url)
+    context = {"panel": panel, "campaign": panel.publication.campaign, "session": session, "reason": reason}
+    return render(request, "channels/panel_done.html", context)
+
+
+# --- Researchers ---------------------------------------------------------------------------------------
+
+
+@login_required
+def campaign_channels(request, slug):
+    campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    context = {
+        "campaign": campaign,
+        "publications": selectors.publications_of(campaign=campaign),
+        "labels_needed": services.labels_still_needed(campaign=campaign),
+    }
+    return render(request, "channels/campaign_channels.html", context)
+
+
+@login_required
+def mturk_publish(request, slug):
+    """The MTurk form: "Preview cost" shows rewards plus commission; "Publish" needs the total the
+    researcher saw (a changed form shows the new preview instead of publishing)."""
+    campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    form = MTurkPublicationForm(request.POST or None)
+    preview = None
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                clean = services.mturk_options_clean(campaign=campaign, options=form.options())
+            except services.PublicationRefused as exc:
+                form.add_error(None, exc.message)
+            else:
+                status = 200
+                preview = services.mturk_cost_preview(
+                    reward=clean["reward"], n_assignments=clean["n_assignments"],
+                    assignments_per_hit=clean["assignments_per_hit"],
+                )
+                if "publish" in request.POST and request.POST.get("confirm_total") == str(preview.total):
+                    try:
+                        publication = services.publication_create_mturk(campaign=campaign, user=request.user, options=clean)
+                    except services.PublicationRefused as exc:
+                        form.add_error(None, exc.message)
+                        status = 400
+                    except ImproperlyConfigured as exc:
+                        form.add_error(None, f"MTurk is not configured: {exc}")
+                        status = 400
+                    else:
+                        messages.success(request, "Publishing on MTurk: the HITs are being created.")
+                        return redirect("channels:publication_detail", pk=publication.pk)
+    context = {
+        "campaign": campaign, "form": form, "preview": preview,
+        "labels_needed": services.labels_still_needed(campaign=campaign),
+    }
+    return render(request, "channels/mturk_publish.html", context, status=status)
+
+
+@login_required
+def panel_publish(request, slug):
+    campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    form = PanelPublicationForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                publication = services.publication_create_panel(campaign=campaign, user=request.user, **form.cleaned_data)
+            except services.PanelRefused as exc:
+                form.add_error(None, exc.message)
+            else:
+                messages.success(request, "The panel link is ready.")
+                return redirect("channels:publication_detail", pk=publication.pk)
+    return render(request, "channels/panel_publish.html", {"campaign": campaign, "form": form}, status=status)
+
+
+@login_required
+def publication_detail(request, pk):
+    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    context = {"publication": publication, "campaign": publication.campaign}
+    if publication.kind == Publication.Kind.MTURK:
+        context["progress"] = selectors.mturk_progress(publication=publication)
+        context["hits"] = publication.hits.order_by("index")[:200]
+        context["preview"] = services.mturk_cost_preview(
+            reward=publication.options["reward"], n_assignments=publication.planned_assignments,
+            assignments_per_hit=publication.options["assignments_per_hit"],
+        )
+    else:
+        panel = publication.panel
+        # Prolific fills {{%PROLIFIC_PID%}}-style placeholders in a study URL; other panels have their own.
+        placeholder = "{{%%%s%%}}" if publication.channel == "prolific" else "<%s>"
+        params = {panel.participant_param: placeholder % panel.participant_param}
+        if panel.study_param:
+            params[panel.study_param] = placeholder % panel.study_param
+        if panel.session_param:
+            params[panel.session_param] = placeholder % panel.session_param
+        base = request.build_absolute_uri(reverse("channels:panel_entry", args=[panel.slug]))
+        context["panel"] = panel
+        context["panel_url"] = base + "?" + "&".join(f"{k}={v}" for k, v in params.items())
+        context["progress"] = selectors.panel_progress(publication=publication)
+    return render(request, "channels/publication_detail.html", context)
+
+
+@login_required
+@require_POST
+def publication_withdraw(request, pk):
+    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    services.publication_withdraw(publication=publication)
+    messages.info(request, "Withdrawn: no new workers will arrive through this publication.")
+    return redirect("channels:publication_detail", pk=pk)

@@ -1,0 +1,78 @@
+"""Writing a campaign's labels as CSV or JSONL, one text chunk at a time (web download, API, CLI).
+
+The rows and their columns come from ``label_export_rows`` / ``EXPORT_FIELDS``; this module only
+encodes them. Two options change the content:
+
+* CSV cells that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first) get
+  a leading ``'`` (OWASP "CSV injection"); plain numbers such as ``-1`` stay numbers. JSONL is data
+  for programs and is written as is.
+* ``pseudonymize`` replaces worker ids by a keyed HMAC of the id (key: SECRET_KEY), so a shared file
+  keeps who-labeled-what structure without naming anyone; the same worker gets the same pseudonym.
+"""
+import csv
+import json
+import re
+from collections.abc import Iterable, Iterator
+
+from django.utils.crypto import salted_hmac
+
+from annotation.models import Campaign
+from annotation.selectors import EXPORT_FIELDS, label_export_rows
+
+FORMATS = {
+    "csv": "text/csv; charset=utf-8",
+    "jsonl": "application/x-ndjson; charset=utf-8",
+}
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def pseudonym(worker_id: str) -> str:
+    return "w-" + salted_hmac("chorus.export.pseudonym", worker_id).hexdigest()[:20]
+
+
+def export_rows(*, campaign: Campaign, pseudonymize: bool = False, labels=None) -> Iterator[dict]:
+    """The export's rows; ``labels`` narrows them (see ``label_export_rows``)."""
+    for row in label_export_rows(campaign=campaign, labels=labels):
+        if pseudonymize:
+            row = {**row, "worker": pseudonym(row["worker"])}
+        yield row
+
+
+def neutralise_cell(value) -> str:
+    """The CSV text of one cell, defused if a spreadsheet would read it as a formula."""
+    text = "" if value is None else str(value)
+    if text.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+class _Line:
+    """csv.writer's file: hands back the line it was given instead of storing it."""
+
+    def write(self, line: str) -> str:
+        return line
+
+
+def csv_chunks(rows: Iterable[dict]) -> Iterator[str]:
+    writer = csv.writer(_Line())
+    yield writer.writerow(EXPORT_FIELDS)
+    for row in rows:
+        yield writer.writerow([neutralise_cell(row[field]) for field in EXPORT_FIELDS])
+
+
+def jsonl_chunks(rows: Iterable[dict]) -> Iterator[str]:
+    for row in rows:
+        yield json.dumps({field: row[field] for field in EXPORT_FIELDS}, ensure_ascii=False) + "\n"
+
+
+def export_chunks(*, campaign: Campaign, fmt: str, pseudonymize: bool = False, labels=None) -> Iterator[str]:
+    """The export as text chunks, in ``fmt`` (a key of FORMATS); ``labels`` as for ``export_rows``."""
+    if fmt not in FORMATS:
+        raise ValueError(f"Unknown export format {fmt!r}; use one of {', '.join(FORMATS)}.")
+    rows = export_rows(campaign=campaign, pseudonymize=pseudonymize, labels=labels)
+    return csv_chunks(rows) if fmt == "csv" else jsonl_chunks(rows)
+
+
+def export_filename(campaign: Campaign, fmt: str) -> str:
+    return f"{campaign.slug}-labels.{fmt}"

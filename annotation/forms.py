@@ -1,0 +1,96 @@
+"""Forms of the browser UI. They parse and validate input only; the views hand the result to a service."""
+import uuid
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.forms import UserCreationForm
+
+from annotation.models import Campaign, Prompt
+
+
+class BinarizationField(forms.CharField):
+    """A rating → 0/1 map typed as ``1=0, 2=0, 3=1, 4=1``; a value left out is left out of the audit."""
+
+    def prepare_value(self, value):
+        if isinstance(value, dict):
+            return ", ".join(f"{raw}={unit}" for raw, unit in sorted(value.items(), key=lambda item: int(item[0])))
+        return value
+
+    def to_python(self, value):
+        text = super().to_python(value).strip()
+        mapping = {}
+        for part in filter(None, (p.strip() for p in text.replace(";", ",").split(","))):
+            raw, sep, unit = (s.strip() for s in part.partition("="))
+            if not sep or not raw.lstrip("-").isdigit() or unit not in {"0", "1"}:
+                raise forms.ValidationError(f"{part!r} is not of the form value=0 or value=1.")
+            mapping[str(int(raw))] = int(unit)
+        return mapping
+
+
+class CampaignForm(forms.ModelForm):
+    binarization = BinarizationField(
+        required=False,
+        label="Binarization (rating scales)",
+        help_text="Which ratings count as 1 and which as 0 in the noise audit, e.g. 1=0, 2=0, 3=1, 4=1. "
+        "A rating left out (such as a middle point) is left out of the audit.",
+    )
+
+    class Meta:
+        model = Campaign
+        fields = [
+            "title", "instructions", "schema", "positive_text", "negative_text", "scale_min", "scale_max",
+            "binarization", "k", "lease_seconds", "max_labels_per_worker", "policy",
+        ]
+        widgets = {"instructions": forms.Textarea(attrs={"rows": 8})}
+        labels = {
+            "k": "Labels per prompt (k)",
+            "lease_seconds": "Lease length (seconds)",
+            "max_labels_per_worker": "Cap of labels per worker",
+            "policy": "Assignment policy",
+            "positive_text": "Answer for 1",
+            "negative_text": "Answer for 0",
+        }
+        help_texts = {
+            "instructions": "Markdown, shown to workers before and while they label.",
+            "k": "How many different workers label each prompt.",
+            "lease_seconds": "How long a worker holds a prompt before it may go to somebody else; an open "
+            "labeling page keeps extending it.",
+            "max_labels_per_worker": "Leave empty for no cap.",
+        }
+
+
+class PromptUploadForm(forms.Form):
+    file = forms.FileField(
+        label="Prompt file (CSV or JSONL)",
+        help_text="Columns id and text; optional gold, group, and options (per-option rating).",
+    )
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        # Checked before reading, so an oversize upload never lands in memory.
+        limit = settings.CHORUS_MAX_IMPORT_BYTES
+        if upload.size > limit:
+            raise forms.ValidationError(f"Nothing was imported: the file is {upload.size:,} bytes; the limit is {limit:,}.")
+        return upload
+
+
+class SignUpForm(UserCreationForm):
+    """A cheap account: a username and a password, nothing else."""
+
+    class Meta(UserCreationForm.Meta):
+        fields = ["username"]
+
+
+def new_client_token() -> str:
+    """Rendered into each labeling form: resubmitting that form repeats the token, so it counts once."""
+    return uuid.uuid4().hex
+
+
+def label_from_post(data, *, prompt: Prompt, schema_kind: str):
+    """The raw label value of a submitted labeling form, for label_submit (which validates it).
+
+    Per-option schemas send one field per option, ``value_0``, ``value_1``, …; the others send ``value``.
+    """
+    if schema_kind == Campaign.Schema.OPTION_RATING:
+        return [data.get(f"value_{number}") for number in range(len(prompt.options))]
+    return data.get("value")

@@ -1,0 +1,91 @@
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+
+class Campaign(models.Model):
+    """A labeling campaign: prompts, a label schema, and k labels wanted per prompt."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        LIVE = "live", "Live"
+        PAUSED = "paused", "Paused"
+        CLOSED = "closed", "Closed"
+
+    class Schema(models.TextChoices):
+        BINARY = "binary", "Binary (1/0)"
+        RATING = "rating", "Rating scale"
+        OPTION_RATING = "option_rating", "Rate each answer option"
+
+    class Policy(models.TextChoices):
+        RANDOM = "random", "Random among eligible prompts"
+        FILL_FIRST = "fill_first", "Fill nearly complete prompts first"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="campaigns")
+    collaborators = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_campaigns")
+    title = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=64, unique=True, help_text="Appears in the workers' link.")
+    instructions = models.TextField(blank=True, help_text="Markdown, shown to workers.")
+
+    schema = models.CharField(max_length=20, choices=Schema.choices, default=Schema.BINARY)
+    positive_text = models.CharField(max_length=40, default="True", help_text="Binary schema: the 1 answer.")
+    negative_text = models.CharField(max_length=40, default="False", help_text="Binary schema: the 0 answer.")
+    scale_min = models.SmallIntegerField(default=1, help_text="Rating schemas: lowest value.")
+    scale_max = models.SmallIntegerField(default=4, help_text="Rating schemas: highest value.")
+    binarization = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Rating schemas: raw value → 0/1 for the audit, e.g. {"1": 0, "2": 0, "3": 1, "4": 1}.',
+    )
+
+    k = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(100)], help_text="Labels per prompt."
+    )
+    lease_seconds = models.PositiveIntegerField(
+        default=600, validators=[MinValueValidator(10), MaxValueValidator(24 * 3600)]
+    )
+    max_labels_per_worker = models.PositiveIntegerField(null=True, blank=True)
+    policy = models.CharField(max_length=20, choices=Policy.choices, default=Policy.RANDOM)
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    created_at = models.DateTimeField(auto_now_add=True)
+    launched_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(scale_min__lt=models.F("scale_max")), name="campaign_scale_ordered"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def clean(self):
+        """One place for the schema rules, so the web form, the API and services agree."""
+        if self.scale_min is not None and self.scale_max is not None and self.scale_min >= self.scale_max:
+            raise ValidationError({"scale_max": "The highest value must be above the lowest."})
+        if self.schema == self.Schema.BINARY:
+            self.binarization = {}
+            return
+        mapping = {}
+        for raw, unit in (self.binarization or {}).items():
+            if not str(raw).strip().lstrip("-").isdigit() or len(str(raw)) > 6 or unit not in (0, 1):
+                raise ValidationError({"binarization": f"{raw!r}: {unit!r} is not of the form value → 0 or 1."})
+            mapping[str(int(raw))] = unit
+        if not mapping:
+            raise ValidationError({"binarization": "Rating scales need a binarization, e.g. 1=0, 2=0, 3=1, 4=1."})
+        outside = [raw for raw in mapping if not self.scale_min <= int(raw) <= self.scale_max]
+        if outside:
+            raise ValidationError(
+                {"binarization": f"{', '.join(outside)} outside the scale {self.scale_min}–{self.scale_max}."}
+            )
+        self.binarization = mapping
+
+    @property
+    def label_schema(self):
+        from annotation.schemas import LabelSchema
+
+        return LabelSchema.for_campaign(self)

@@ -1,0 +1,40 @@
+from django.conf import settings
+from django.db import models
+
+
+class Worker(models.Model):
+    """Somebody who labels, identified by channel + the channel's id for them.
+
+    Native workers have a Django user; MTurk and panel workers are known by their external id only.
+    """
+
+    NATIVE = "native"
+
+    channel = models.CharField(max_length=20, default=NATIVE)
+    external_id = models.CharField(max_length=200)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="worker"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["channel", "external_id"], name="worker_identity_unique")]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+    @property
+    def public_id(self) -> str:
+        return f"{self.channel}:{self.external_id}"
+
+
+class Participation(models.Model):
+    """A worker in a campaign. Its row lock serialises one worker's requests for work."""
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="participations")
+    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="participations")
+    n_labels = models.PositiveIntegerField(default=0)
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["campaign", "worker"], name="participation_unique")]

@@ -1,0 +1,245 @@
+"""The assignment engine: leases and labels. Every channel (native, MTurk, panels) goes through here.
+
+The guarantees are carried by the database, not by these Python checks:
+
+* at most k labels per prompt: a prompt has k ``Slot`` rows and a label fills one (``Label.slot`` is
+  unique); a lease holds a slot through a conditional UPDATE that only succeeds on a free or expired slot;
+* never twice: ``Lease`` is unique on (prompt, worker), and so is ``Label``;
+* an acknowledged label is committed before the acknowledgment is returned.
+
+SQLite runs every transaction as BEGIN IMMEDIATE (settings), so writers are serialised; PostgreSQL
+runs at READ COMMITTED with row locks (``select_for_update``) where stated.
+"""
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
+from annotation.schemas import LabelValueError
+from annotation.services.errors import LabelRefused, LeaseRefused
+from audits.services import label_stats_add
+
+
+@dataclass(frozen=True)
+class NothingLeft:
+    """lease_acquire's answer when it has no prompt for this worker; ``reason`` is shown to them."""
+
+    reason: str
+    code: str
+
+
+@dataclass(frozen=True)
+class LabelAck:
+    label_id: int
+    lease_id: int
+    prompt_id: int
+    created_at: datetime
+    worker_labels: int
+    duplicate: bool
+
+
+def _open_slots(campaign: Campaign, worker: Worker, now: datetime):
+    """Slots of this campaign that are free (never leased, or their lease expired) on prompts this worker
+    has never been leased."""
+    return (
+        Slot.objects.filter(campaign=campaign, filled=False)
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
+        .exclude(prompt_id__in=Lease.objects.filter(campaign=campaign, worker=worker).values("prompt_id"))
+    )
+
+
+def _candidates(campaign: Campaign, worker: Worker, now: datetime):
+    """Open slots to try, one query at a time; none scans or sorts the whole table.
+
+    First from a random point of ``Slot.rand`` (fill-first: among the most-labeled prompts), skipping
+    rows other transactions have locked, so concurrent requests spread out instead of queueing. Then
+    from the beginning (fill-first: down to less-labeled prompts), still skipping locked rows. Last,
+    waiting for a locked row: a submit holds its prompt's open slots until it commits (it raises their
+    priority), and that must not make a worker hear "nothing left" while a prompt is open to them.
+    """
+    slots = _open_slots(campaign, worker, now)
+    order = ("rand",)
+    head = slots.filter(rand__gte=random.random())
+    if campaign.policy == Campaign.Policy.FILL_FIRST:
+        top = slots.order_by("-priority").values_list("priority", flat=True).first()
+        if top is None:
+            return
+        order = ("-priority", "rand")
+        head = head.filter(priority=top)
+    for queryset, skip_locked in ((head, True), (slots, True), (slots, False)):
+        slot = queryset.order_by(*order).select_for_update(skip_locked=skip_locked, of=("self",)).first()
+        if slot is not None:
+            yield slot
+
+
+def _live_lease(campaign: Campaign, worker: Worker, now: datetime) -> Lease | None:
+    return (
+        Lease.objects.select_related("prompt")
+        .filter(campaign=campaign, worker=worker, status=Lease.Status.ACTIVE, expires_at__gt=now)
+        .first()
+    )
+
+
+def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
+    """Lease the worker one prompt of the campaign, or say why there is none.
+
+    A worker holds at most one live lease per campaign: asking again (a reload, a double click)
+    returns the same lease. Locks the worker's Participation row for the whole transaction, so one
+    worker's requests are serialised; candidate slots are locked with SKIP LOCKED, so concurrent
+    workers do not wait on each other's candidates. It waits for a slot only when every open one is
+    locked, holding no slot itself; that cannot deadlock, because the transactions that wait while
+    holding slots (label_submit) lock their Participation row before any slot.
+    """
+    with transaction.atomic(durable=True):
+        campaign = Campaign.objects.get(pk=campaign.pk)
+        # A row this transaction inserts is as locked as one it selected FOR UPDATE.
+        participation, _ = Participation.objects.select_for_update().get_or_create(campaign=campaign, worker=worker)
+        now = timezone.now()
+        existing = _live_lease(campaign, worker, now)
+        if existing is not None:
+            return existing
+        if campaign.status != Campaign.Status.LIVE:
+            return NothingLeft(f"This campaign is {campaign.get_status_display().lower()}.", "campaign_" + campaign.status)
+        cap = campaign.max_labels_per_worker
+        if cap is not None and participation.n_labels >= cap:
+            return NothingLeft(f"You have given the {cap} labels this campaign allows per worker. Thank you!", "cap_reached")
+        expires_at = now + timedelta(seconds=campaign.lease_seconds)
+        for slot in _candidates(campaign, worker, now):
+            lease = _lease_slot(slot=slot, worker=worker, now=now, expires_at=expires_at)
+            if lease is not None:
+                return lease
+        return NothingLeft("There is nothing left for you to label in this campaign. Thank you!", "nothing_left")
+
+
+def _lease_slot(*, slot: Slot, worker: Worker, now: datetime, expires_at: datetime) -> Lease | None:
+    """Take ``slot`` if it is still free: the conditional UPDATE is the capacity check."""
+    with transaction.atomic(savepoint=True):
+        lease = Lease.objects.create(
+            campaign_id=slot.campaign_id, prompt_id=slot.prompt_id, worker=worker, slot=slot,
+            created_at=now, expires_at=expires_at,
+        )
+        taken = (
+            Slot.objects.filter(pk=slot.pk, filled=False)
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
+            .update(lease=lease, lease_expires_at=expires_at)
+        )
+        if taken == 1:
+            return lease
+        transaction.set_rollback(True)
+    return None
+
+
+def lease_heartbeat(*, lease_id: int, worker: Worker) -> Lease:
+    """Extend a live lease by the campaign's lease length (the labeling page calls this while open)."""
+    with transaction.atomic(durable=True):
+        lease = _locked_lease(lease_id, worker)
+        now = timezone.now()
+        live = lease.status == Lease.Status.ACTIVE and lease.expires_at > now
+        lease.expires_at = now + timedelta(seconds=lease.campaign.lease_seconds)
+        # The slot decides, not the clock read above: on PostgreSQL another worker may take the slot
+        # of a lease that just expired between that read and this write.
+        if not live or Slot.objects.filter(pk=lease.slot_id, lease=lease).update(lease_expires_at=lease.expires_at) != 1:
+            raise LeaseRefused("This lease has ended; ask for a new prompt.", code="lease_ended")
+        lease.save(update_fields=["expires_at"])
+    return lease
+
+
+def lease_release(*, lease_id: int, worker: Worker) -> None:
+    """The worker gives the prompt back (skip, stop). The slot is free at once; the worker will not
+    be offered this prompt again."""
+    with transaction.atomic(durable=True):
+        lease = _locked_lease(lease_id, worker)
+        if lease.status != Lease.Status.ACTIVE:
+            return
+        lease.status = Lease.Status.RELEASED
+        lease.save(update_fields=["status"])
+        Slot.objects.filter(pk=lease.slot_id, lease=lease, filled=False).update(lease=None, lease_expires_at=None)
+
+
+def _locked_lease(lease_id: int, worker: Worker) -> Lease:
+    lease = (
+        Lease.objects.select_for_update(of=("self",))
+        .select_related("campaign", "prompt")
+        .filter(pk=lease_id, worker=worker)
+        .first()
+    )
+    if lease is None:
+        raise LabelRefused("This prompt is not leased to you.", code="not_leased")
+    return lease
+
+
+def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> LabelAck:
+    """Accept the worker's label for their lease, once.
+
+    A resubmission with the same client token returns the first acknowledgment (double clicks,
+    retries after a lost response). Everything is checked before anything is written, and any refusal
+    rolls the transaction back, so a refused label leaves the prompt as it was. Locks the lease row,
+    so concurrent submissions of one lease are serialised.
+    """
+    if not client_token or len(client_token) > 64:
+        raise LabelRefused("A client token of 1 to 64 characters is required.", code="bad_client_token")
+    with transaction.atomic(durable=True):
+        lease = _locked_lease(lease_id, worker)
+        previous = Label.objects.filter(lease=lease).first()
+        if previous is not None:
+            if previous.client_token != client_token:
+                raise LabelRefused("You have already labeled this prompt.", code="already_labeled")
+            return _ack(previous, duplicate=True)
+
+        campaign, prompt = lease.campaign, lease.prompt
+        try:
+            raw = campaign.label_schema.clean(value, n_options=len(prompt.options))
+        except LabelValueError as exc:
+            raise LabelRefused(str(exc), code="bad_value") from exc
+        now = timezone.now()
+        if lease.status == Lease.Status.RELEASED:
+            raise LabelRefused("You gave this prompt back; ask for a new one.", code="lease_released")
+        if lease.expires_at <= now:
+            if campaign.status == Campaign.Status.CLOSED:
+                raise LabelRefused("This campaign is closed.", code="campaign_closed")
+            raise LabelRefused(
+                "Your time on this prompt ran out, so it may have gone to another worker. Ask for a new prompt.",
+                code="lease_expired",
+            )
+        # Lock order shared with lease_acquire: the Participation row before any slot. Then the prompt
+        # (its counter's UPDATE takes the row lock), so that submits on one prompt queue here: each
+        # raises the priority of the others' slots below, and in any other order two of them deadlock
+        # on PostgreSQL. Both counters are rolled back with everything else on a refusal.
+        participation = Participation.objects.select_for_update().get(campaign=campaign, worker=worker)
+        Prompt.objects.filter(pk=prompt.pk).update(n_labels=F("n_labels") + 1)
+        filled = Slot.objects.filter(pk=lease.slot_id, lease=lease, filled=False).update(filled=True)
+        if filled != 1:
+            raise LabelRefused("Your lease on this prompt is no longer valid.", code="lease_expired")
+        try:
+            with transaction.atomic(savepoint=True):
+                label = Label.objects.create(
+                    campaign=campaign, prompt=prompt, worker=worker, lease=lease, slot_id=lease.slot_id,
+                    value=raw, client_token=client_token, leased_at=lease.created_at, created_at=now,
+                )
+        except IntegrityError as exc:
+            raise LabelRefused("This client token was already used for another label.", code="bad_client_token") from exc
+        lease.status = Lease.Status.SUBMITTED
+        lease.save(update_fields=["status"])
+        Slot.objects.filter(prompt_id=prompt.pk, filled=False).update(priority=F("priority") + 1)
+        participation.n_labels += 1  # the row is locked: no concurrent change to lose
+        participation.save(update_fields=["n_labels"])
+        # Last lock taken (the campaign's audit statistics); schedules the audit on commit.
+        label_stats_add(label=label, campaign=campaign)
+        return _ack(label, worker_labels=participation.n_labels, duplicate=False)
+
+
+def _ack(label: Label, *, worker_labels: int | None = None, duplicate: bool) -> LabelAck:
+    if worker_labels is None:
+        worker_labels = (
+            Participation.objects.filter(campaign_id=label.campaign_id, worker_id=label.worker_id)
+            .values_list("n_labels", flat=True)
+            .first()
+        ) or 0
+    return LabelAck(
+        label_id=label.pk, lease_id=label.lease_id, prompt_id=label.prompt_id, created_at=label.created_at,
+        worker_labels=worker_labels, duplicate=duplicate,
+    )

@@ -1,0 +1,26 @@
+class ServiceError(Exception):
+    """A refusal meant for the user. ``code`` is stable (API clients switch on it); the message is for people."""
+
+    code = "refused"
+    status = 400
+
+    def __init__(self, message: str, *, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+
+
+class CampaignStateError(ServiceError):
+    code = "campaign_state"
+    status = 409
+
+
+class LabelRefused(ServiceError):
+    code = "label_refused"
+    status = 409
+
+
+class LeaseRefused(ServiceError):
+    code = "lease_refused"
+    status = 409

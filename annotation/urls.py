@@ -1,0 +1,25 @@
+from django.urls import path, re_path
+
+from annotation.services.campaigns import TRANSITIONS
+from annotation.views import researcher, worker
+
+urlpatterns = [
+    path("", researcher.home, name="home"),
+    path("campaigns/new/", researcher.campaign_create, name="campaign_create"),
+    path("campaigns/<slug:slug>/", researcher.campaign_detail, name="campaign_detail"),
+    path("campaigns/<slug:slug>/edit/", researcher.campaign_edit, name="campaign_edit"),
+    path("campaigns/<slug:slug>/import/", researcher.campaign_import, name="campaign_import"),
+    path("campaigns/<slug:slug>/invitation/", researcher.campaign_invitation, name="campaign_invitation"),
+    path("campaigns/<slug:slug>/export.<str:fmt>", researcher.campaign_export, name="campaign_export"),
+    re_path(
+        rf"^campaigns/(?P<slug>[-\w]+)/(?P<action>{'|'.join(TRANSITIONS)})/$",
+        researcher.campaign_transition,
+        name="campaign_transition",
+    ),
+    path("w/<slug:slug>/", worker.worker_campaign, name="worker_campaign"),
+    path("w/<slug:slug>/join/<str:token>/", worker.worker_join, name="worker_join"),
+    path("w/<slug:slug>/next/", worker.worker_next, name="worker_next"),
+    path("w/<slug:slug>/task/<int:lease_id>/", worker.worker_task, name="worker_task"),
+    path("w/<slug:slug>/task/<int:lease_id>/heartbeat/", worker.worker_heartbeat, name="worker_heartbeat"),
+    path("w/<slug:slug>/task/<int:lease_id>/stop/", worker.worker_stop, name="worker_stop"),
+]

@@ -1,0 +1,131 @@
+"""Researcher pages: campaigns, prompt upload, life cycle, progress, export, invitation links.
+
+Any signed-in user may create campaigns and becomes their owner; every page about one campaign goes
+through ``campaign_for_user``, which answers 404 to users who neither own nor share it.
+"""
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpResponseBadRequest, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from annotation import selectors, services
+from annotation.exporting import FORMATS, export_chunks, export_filename
+from annotation.forms import CampaignForm, PromptUploadForm
+from annotation.importing import PromptFileError
+from annotation.services.campaigns import TRANSITIONS
+from annotation.views.invitations import invitation_token
+
+
+def home(request):
+    if not request.user.is_authenticated:
+        return render(request, "annotation/home.html")
+    campaigns = [
+        (campaign, selectors.campaign_progress(campaign=campaign))
+        for campaign in selectors.campaigns_visible_to(user=request.user)
+    ]
+    return render(request, "annotation/home.html", {"campaigns": campaigns})
+
+
+@login_required
+def campaign_create(request):
+    form = CampaignForm(request.POST or None, initial={"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}})
+    if request.method == "POST" and form.is_valid():
+        campaign = services.campaign_create(owner=request.user, **form.cleaned_data)
+        messages.success(request, "Campaign created. Upload its prompts next.")
+        return redirect("campaign_detail", slug=campaign.slug)
+    return render(request, "annotation/campaign_form.html", {"form": form})
+
+
+@login_required
+def campaign_edit(request, slug):
+    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    form = CampaignForm(request.POST or None, instance=campaign)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.campaign_update(campaign=campaign, **form.cleaned_data)
+        except services.ServiceError as exc:
+            form.add_error(None, exc.message)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, "Campaign saved.")
+            return redirect("campaign_detail", slug=slug)
+    return render(request, "annotation/campaign_form.html", {"form": form, "campaign": campaign})
+
+
+def _detail(request, campaign, *, upload_form=None, import_errors=None, status=200):
+    context = {
+        "campaign": campaign,
+        "progress": selectors.campaign_progress(campaign=campaign),
+        "imports": campaign.imports.order_by("-created_at"),
+        "upload_form": upload_form or PromptUploadForm(),
+        "import_errors": import_errors,
+        "actions": [action for action, (sources, _) in TRANSITIONS.items() if campaign.status in sources],
+        "worker_url": request.build_absolute_uri(reverse("worker_campaign", args=[campaign.slug])),
+        "formats": list(FORMATS),
+    }
+    return render(request, "annotation/campaign_detail.html", context, status=status)
+
+
+@login_required
+def campaign_detail(request, slug):
+    return _detail(request, selectors.campaign_for_user(user=request.user, slug=slug))
+
+
+@login_required
+@require_POST
+def campaign_import(request, slug):
+    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    form = PromptUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _detail(request, campaign, upload_form=form, status=400)
+    upload = form.cleaned_data["file"]
+    try:
+        batch = services.prompts_import(campaign=campaign, data=upload.read(), filename=upload.name, user=request.user)
+    except PromptFileError as exc:
+        return _detail(request, campaign, upload_form=form, import_errors=exc.errors, status=400)
+    messages.success(request, f"Imported {batch.n_prompts} prompts from {batch.filename}.")
+    return redirect("campaign_detail", slug=slug)
+
+
+@login_required
+@require_POST
+def campaign_transition(request, slug, action):
+    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    try:
+        campaign = services.campaign_transition(campaign=campaign, action=action)
+    except services.ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"The campaign is {campaign.get_status_display().lower()}.")
+    return redirect("campaign_detail", slug=slug)
+
+
+@login_required
+def campaign_export(request, slug, fmt):
+    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    if fmt not in FORMATS:
+        return HttpResponseBadRequest(f"Unknown format; use one of {', '.join(FORMATS)}.")
+    pseudonymize = request.GET.get("pseudonymize") in {"1", "true", "on", "yes"}
+    response = StreamingHttpResponse(
+        export_chunks(campaign=campaign, fmt=fmt, pseudonymize=pseudonymize), content_type=FORMATS[fmt]
+    )
+    response["Content-Disposition"] = f'attachment; filename="{export_filename(campaign, fmt)}"'
+    return response
+
+
+@login_required
+@require_POST
+def campaign_invitation(request, slug):
+    """A fresh invitation link, shown once to copy (a reload makes another one; each stays valid)."""
+    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    url = request.build_absolute_uri(reverse("worker_join", args=[campaign.slug, invitation_token(campaign)]))
+    expires = timezone.now() + timedelta(seconds=settings.CHORUS_INVITATION_MAX_AGE)
+    return render(request, "annotation/invitation.html", {"campaign": campaign, "url": url, "expires": expires})

@@ -1,0 +1,26 @@
+"""Read-only admin views of the live audit (everything here is computed; edits go through services)."""
+from django.contrib import admin
+
+from annotation.admin import ReadOnlyAdmin
+from audits.models import AuditSnapshot, AuditStats, AuditStatsShard
+
+
+@admin.register(AuditStats)
+class AuditStatsAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "audited_labels", "audited_at", "needs_rebuild"]
+    list_select_related = ["campaign"]
+
+
+@admin.register(AuditStatsShard)
+class AuditStatsShardAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "shard", "n_labels", "n_units", "n_invalid", "prompts_complete", "first_unaudited_at"]
+    list_filter = ["campaign"]
+    list_select_related = ["campaign"]
+
+
+@admin.register(AuditSnapshot)
+class AuditSnapshotAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "kind", "watermark", "computed_at", "duration_ms", "cpu_ms"]
+    list_filter = ["kind", "campaign"]
+    list_select_related = ["campaign"]
+    date_hierarchy = "computed_at"

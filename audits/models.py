@@ -1,0 +1,153 @@
+"""What the live audit keeps in the database.
+
+Sufficient statistics (``AuditStatsShard``, ``WorkerAuditStats``, ``UnitAuditStats``, ``UnitStateCount``)
+are updated in the same transaction as each label (``audits.services.label_stats_add``), so the
+cheap part of the audit never re-reads the labels. ``AuditSnapshot`` rows are the audits themselves:
+the latest is what the dashboard shows, their history is the time series of noise during collection.
+
+An *audit unit* is what the audit sees as one prompt: the prompt itself for binary and rating
+schemas, each (prompt, answer option) for per-option schemas (exported as ``<external id>#<n>``).
+"""
+from django.db import models
+from django.db.models import Q
+
+
+class AuditStats(models.Model):
+    """A campaign's audit state: the map its statistics use and how far its audit has got.
+
+    The label counters themselves live in ``AuditStatsShard`` rows: a label updates the shard of the
+    process and thread that submits it, so concurrent labels of one campaign do not queue on one row.
+    """
+
+    campaign = models.OneToOneField("annotation.Campaign", on_delete=models.CASCADE, related_name="audit_stats")
+    scale = models.JSONField(default=dict, help_text="The raw → unit map the statistics were built with.")
+    needs_rebuild = models.BooleanField(
+        default=False, help_text="The map changed under existing labels: rebuild from the labels."
+    )
+    audited_labels = models.PositiveBigIntegerField(default=0, help_text="Watermark of the latest cheap snapshot.")
+    audited_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "audit statistics"
+        verbose_name_plural = "audit statistics"
+
+    def __str__(self) -> str:
+        return f"{self.campaign}: audited {self.audited_labels} labels"
+
+
+class AuditStatsShard(models.Model):
+    """One shard of a campaign's label counters; the campaign's totals are the sums over its shards.
+
+    ``n_labels`` counts label rows: summed in one consistent read it is a snapshot's *watermark*,
+    the number of labels the snapshot includes.
+    """
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    shard = models.PositiveSmallIntegerField()
+    n_labels = models.PositiveBigIntegerField(default=0, help_text="Label rows folded in.")
+    n_units = models.PositiveBigIntegerField(default=0, help_text="Valid unit values (audited).")
+    n_invalid = models.PositiveBigIntegerField(default=0, help_text="Unit values the binarization map leaves out.")
+    sum = models.FloatField(default=0.0)
+    sumsq = models.FloatField(default=0.0)
+    prompts_complete = models.PositiveIntegerField(default=0, help_text="Prompts whose k-th label fell here.")
+    first_unaudited_at = models.DateTimeField(null=True, blank=True, help_text="Oldest label no snapshot includes.")
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["campaign", "shard"], name="auditstatsshard_unique")]
+
+
+class WorkerAuditStats(models.Model):
+    """One worker's labels in one campaign: count, sum and sum of squares of their unit values."""
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    worker = models.ForeignKey("annotation.Worker", on_delete=models.CASCADE, related_name="+")
+    n_labels = models.PositiveIntegerField(default=0)
+    n_units = models.PositiveIntegerField(default=0)
+    n_invalid = models.PositiveIntegerField(default=0)
+    sum = models.FloatField(default=0.0)
+    sumsq = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["campaign", "worker"], name="workerauditstats_unique")]
+
+
+class UnitAuditStats(models.Model):
+    """One audit unit's labels: count, sum and sum of squares of their unit values.
+
+    ``option`` is 0 for a whole prompt, n ≥ 1 for answer option n of a per-option prompt.
+    ``disagreement`` is the population variance of the unit's values (null below two labels); an index on it
+    finds the most ambiguous units without a scan.
+    """
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    prompt = models.ForeignKey("annotation.Prompt", on_delete=models.CASCADE, related_name="+")
+    option = models.PositiveSmallIntegerField(default=0)
+    count = models.PositiveIntegerField(default=0)
+    sum = models.FloatField(default=0.0)
+    sumsq = models.FloatField(default=0.0)
+    disagreement = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["prompt", "option"], name="unitauditstats_unique")]
+        indexes = [
+            models.Index(
+                fields=["campaign", "-disagreement", "-count"],
+                condition=Q(disagreement__isnull=False),
+                name="unitauditstats_ambiguous",
+            )
+        ]
+
+
+class UnitStateCount(models.Model):
+    """How many units of a campaign are in each state (count, sum, sum of squares), per shard.
+
+    With k labels per prompt there are few states (k + 1 choose 2 for binary units), so the
+    prompt side of the six numbers is computed from a handful of rows whatever the campaign's size.
+    A label moves its unit from the old state to the new one in its own shard, so one shard's count
+    may be negative; the sum over shards is the number of units in the state.
+    """
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    shard = models.PositiveSmallIntegerField(default=0)
+    count = models.PositiveIntegerField()
+    sum = models.FloatField()
+    sumsq = models.FloatField()
+    n_units = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "shard", "count", "sum", "sumsq"], name="unitstatecount_unique"),
+        ]
+
+
+class AuditSnapshot(models.Model):
+    """One audit run's result.
+
+    ``kind`` cheap: the six numbers, progress and agreement from the statistics (every few labels);
+    full: the engine's whole report on the label matrix (filter sweeps, accuracy, agreement; slower
+    cadence). Saved idempotently keyed by (campaign, kind, watermark), so a rerun is harmless.
+    """
+
+    class Kind(models.TextChoices):
+        CHEAP = "cheap", "Cheap (statistics)"
+        FULL = "full", "Full (label matrix)"
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="audit_snapshots")
+    kind = models.CharField(max_length=5, choices=Kind.choices)
+    watermark = models.PositiveBigIntegerField(help_text="Label rows the audit saw.")
+    data = models.JSONField(help_text="The numbers (cheap) or the engine's report dict (full).")
+    computed_at = models.DateTimeField(db_index=True)
+    read_at = models.DateTimeField(null=True, blank=True, help_text="When the labels it includes were read.")
+    duration_ms = models.FloatField(default=0.0)
+    cpu_ms = models.FloatField(default=0.0, help_text="CPU time of the computing process.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "kind", "watermark"], name="auditsnapshot_unique"),
+        ]
+        indexes = [models.Index(fields=["campaign", "kind", "-watermark"], name="auditsnapshot_latest")]
+        get_latest_by = "watermark"
+
+    def __str__(self) -> str:
+        return f"{self.campaign} {self.kind} @{self.watermark}"

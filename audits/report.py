@@ -1,0 +1,386 @@
+"""The full audit report as plain data, and its Markdown rendering.
+
+:func:`full_report` runs every analysis of ``noise-audit.md`` on one matrix and returns an
+:class:`AuditReport`; :meth:`AuditReport.to_dict` gives the JSON the dashboard, the API and the
+``audit`` command serialise, with the spec's fixed top-level keys (``level_noise`` …
+``system_noise_mod``, ``residual``, ``n_workers``, ``n_prompts``, ``n_labels``, ``sd``,
+``accuracy``, ``accuracy_gold``, ``partitions``) and further sections under their own keys.
+:func:`render_markdown` renders such a dict (so a stored report can be rendered again).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from audits._util import py
+from audits.accuracy import WorkerAccuracy, gold_accuracy, loo_accuracy, noise_accuracy_regression, UNDERPOWERED_N
+from audits.agreement import agreement_coefficients as agreement_section
+from audits.filters import FilterResult, volume_filter, volume_sweep
+from audits.instrument import compare_systems, item_precision, reproducibility
+from audits.noise import NOISE_KEYS, NoiseAudit, WorkerNoise, _check_ddof, noise_audit, worker_noise
+from audits.partitions import Partitions, noise_partitions, score_partitions
+
+__all__ = ["AuditReport", "full_report", "render_markdown", "REPORT_KEYS"]
+
+REPORT_KEYS = (*NOISE_KEYS, "n_workers", "n_prompts", "n_labels", "sd", "accuracy", "accuracy_gold", "partitions")
+SCHEMA_VERSION = 1
+
+
+def _summary(x: np.ndarray) -> dict:
+    if x.size == 0:
+        return {"min": None, "median": None, "mean": None, "max": None}
+    return {"min": int(x.min()), "median": float(np.median(x)), "mean": float(x.mean()), "max": int(x.max())}
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """Everything one audit computed. ``to_dict()`` is the stable JSON; ``to_markdown()`` renders it.
+
+    Sections that were not requested (or need data the matrix lacks) are None / empty, and the
+    dict says why under ``notes``.
+    """
+
+    audit: NoiseAudit
+    computed_on: dict
+    counts: dict
+    accuracy: WorkerAccuracy
+    accuracy_gold: WorkerAccuracy | None
+    partitions: Partitions
+    sweeps: dict = field(default_factory=dict)
+    filters: list = field(default_factory=list)
+    worker_noise: WorkerNoise | None = None
+    regressions: dict = field(default_factory=dict)
+    agreement: dict | None = None
+    precision: dict | None = None
+    partition_scores: dict | None = None
+    systems: dict | None = None
+    reproducibility: dict | None = None
+    notes: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        a = self.audit
+        d: dict[str, Any] = {k: getattr(a, k) for k in NOISE_KEYS}
+        d.update(n_workers=a.n_workers, n_prompts=a.n_prompts, n_labels=a.n_labels, sd=a.sd)
+        d["reasons"] = dict(a.reasons)
+        d["system_noise_study"] = a.system_noise_study
+        d["n_prompts_with_sd"] = a.n_prompts_with_sd
+        d["schema_version"] = SCHEMA_VERSION
+        d["computed_on"] = self.computed_on
+        d["counts"] = self.counts
+        d["accuracy"] = self.accuracy.to_dict()
+        d["accuracy_summary"] = self.accuracy.summary()
+        d["accuracy_gold"] = self.accuracy_gold.to_dict() if self.accuracy_gold is not None else []
+        d["accuracy_gold_summary"] = self.accuracy_gold.summary() if self.accuracy_gold is not None else None
+        d["partitions"] = self.partitions.to_dict()
+        d["partitions_meta"] = self.partitions.meta()
+        d["filters"] = {kind: sw.to_dict() for kind, sw in self.sweeps.items()}
+        d["filter_results"] = [f.to_dict() for f in self.filters]
+        d["worker_noise"] = self.worker_noise.to_dict() if self.worker_noise is not None else None
+        d["noise_vs_accuracy"] = {ref: {k: r.to_dict() for k, r in regs.items()} for ref, regs in self.regressions.items()}
+        d["agreement"] = self.agreement
+        d["precision"] = self.precision
+        d["partition_scores"] = self.partition_scores
+        d["systems"] = self.systems
+        d["reproducibility"] = self.reproducibility
+        d["notes"] = dict(self.notes)
+        # the long sections are built from .tolist() already; convert the small ones
+        for k in ("computed_on", "counts", "accuracy_summary", "accuracy_gold_summary", "partitions_meta",
+                  "noise_vs_accuracy", "agreement", "partition_scores", "systems", "reproducibility", "reasons"):
+            d[k] = py(d[k])
+        if d["precision"] is not None:
+            d["precision"] = {k: (v if k == "scatter" else py(v)) for k, v in d["precision"].items()}
+        for k in NOISE_KEYS + ("system_noise_study",):
+            d[k] = py(d[k])
+        return d
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False, **kwargs)
+
+    def to_markdown(self) -> str:
+        return render_markdown(self.to_dict())
+
+
+def full_report(
+    matrix,
+    *,
+    ddof: int = 1,
+    sweeps: tuple = ("min",),
+    filters: tuple = (),
+    k: int | None = None,
+    min_scored: int = UNDERPOWERED_N,
+    per_worker: bool = True,
+    agreement: bool = True,
+    alpha_levels: tuple | None = None,
+    predictions: Any = None,
+    predictions_b: Any = None,
+    second=None,
+    campaign: Any = None,
+    filter_label: str | None = None,
+    computed_at: _dt.datetime | None = None,
+) -> AuditReport:
+    """Run the whole audit on a matrix.
+
+    Parameters
+    ----------
+    matrix : LabelMatrix
+    ddof : {1, 0}
+        1 = sample SD (default), 0 = population SD.
+    sweeps : tuple of {"min", "max"}
+        Volume-filter sweeps over every threshold 0..max worker count.
+    filters : tuple of (kind, threshold)
+        Single filters to report exactly, e.g. ``(("min", 60),)``.
+    k : int, optional
+        Labels per prompt for the partitions (default: the most common count).
+    min_scored : int
+        Underpowered cut-off for the accuracy (60).
+    per_worker : bool
+        Per-worker noise and its regression on accuracy (costs a sparse product).
+    agreement : bool
+        Krippendorff's alpha, Gwet's AC1/AC2 and item precision on the raw labels.
+    alpha_levels : tuple, optional
+        Alpha levels (default nominal/ordinal/interval for numeric raw labels).
+    predictions, predictions_b : mapping {prompt: value}, optional
+        A system's predictions (scored per partition); with ``predictions_b`` as well, the two
+        systems are compared per rater.
+    second : LabelMatrix, optional
+        A second label set over the same prompts (reproducibility).
+    campaign, filter_label : optional
+        Stated under ``computed_on``.
+    computed_at : datetime, optional
+        Defaults to now (UTC).
+
+    Returns
+    -------
+    AuditReport
+    """
+    ddof = _check_ddof(ddof)
+    for kind in sweeps:
+        if kind not in ("min", "max"):
+            raise ValueError(f"sweeps: expected 'min' and/or 'max', got {kind!r}")
+    notes: dict = {}
+    audit = noise_audit(matrix, ddof=ddof)
+    when = computed_at or _dt.datetime.now(_dt.timezone.utc)
+    last_label_at = None
+    if matrix.created_at is not None and len(matrix.created_at):
+        try:
+            vals = [v for v in matrix.created_at if v is not None and str(v) != ""]
+            last_label_at = str(max(vals)) if vals else None
+        except TypeError:
+            last_label_at = None
+    computed_on = {
+        "source": matrix.source,
+        "campaign": py(campaign),
+        "filter": filter_label,
+        "n_workers": matrix.n_workers,
+        "n_prompts": matrix.n_prompts,
+        "n_labels": matrix.n_labels,
+        "label_count": matrix.n_labels,
+        "computed_at": when.isoformat(),
+        "last_label_at": last_label_at,
+        "sd": audit.sd,
+        "scale": matrix.scale.to_dict(),
+    }
+    wc, pc = matrix.worker_counts, matrix.prompt_counts
+    counts = {
+        "n_invalid": matrix.n_invalid,
+        "n_missing": matrix.n_missing,
+        "n_invalid_or_missing": matrix.n_invalid + matrix.n_missing,
+        "n_gold_invalid": matrix.n_gold_invalid,
+        "n_prompts_with_gold": int(np.isfinite(matrix.gold).sum()),
+        "labels_per_worker": _summary(wc),
+        "labels_per_prompt": _summary(pc),
+        "unit_values": {str(py(v)): int(n) for v, n in zip(*np.unique(matrix.value, return_counts=True))},
+        "binary": matrix.is_binary,
+    }
+    acc = loo_accuracy(matrix, min_scored=min_scored)
+    acc_gold = gold_accuracy(matrix, min_scored=min_scored) if matrix.has_gold else None
+    if acc_gold is None:
+        notes["accuracy_gold"] = "no gold labels"
+    parts = noise_partitions(matrix, k=k)
+    if not matrix.is_binary:
+        notes["partitions"] = "labels are not binary: minority count = k − count of the modal value"
+    sw = {kind: volume_sweep(matrix, kind, ddof=ddof) for kind in sweeps}
+    flt: list[FilterResult] = []
+    for kind, t in filters:
+        if kind not in ("min", "max"):
+            raise ValueError(f"filters: kind must be 'min' or 'max', got {kind!r}")
+        flt.append(volume_filter(matrix, **({"min_labels": t} if kind == "min" else {"max_labels": t}), ddof=ddof))
+    wn = None
+    regs: dict = {}
+    if per_worker and matrix.n_labels:
+        wn = worker_noise(matrix, ddof=ddof)
+        regs["loo_mode"] = noise_accuracy_regression(wn, acc)
+        if acc_gold is not None:
+            regs["gold"] = noise_accuracy_regression(wn, acc_gold)
+    agree = prec = None
+    if agreement and matrix.n_labels:
+        agree = agreement_section(matrix, levels=alpha_levels)
+        if matrix.raw_levels is None:
+            prec = item_precision(matrix, ddof=ddof).to_dict()
+        else:
+            notes["precision"] = "raw labels are categories without numeric values"
+    pscores = systems = repro = None
+    if predictions is not None:
+        pscores = score_partitions(matrix, predictions, k=k).to_dict()
+        if predictions_b is not None:
+            systems = compare_systems(matrix, predictions, predictions_b).to_dict()
+    if second is not None:
+        repro = reproducibility(matrix, second, ddof=ddof).to_dict()
+    return AuditReport(audit, computed_on, counts, acc, acc_gold, parts, sw, flt, wn, regs, agree, prec,
+                       pscores, systems, repro, notes)
+
+
+# --------------------------------------------------------------------------------------- markdown
+def _f(x: Any, nd: int = 4) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+_NAMES = {
+    "level_noise": "Level noise (LN)",
+    "pattern_noise_orig": "Pattern noise, original (PN_orig)",
+    "pattern_noise_mod": "Pattern noise, modified (PN_mod)",
+    "system_noise_orig": "System noise, original (SN_orig)",
+    "system_noise_mod": "System noise, modified (SN_mod)",
+    "residual": "Residual",
+}
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    out += ["| " + " | ".join(_f(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def render_markdown(report: dict, *, max_rows: int = 40) -> str:
+    """Render a report dict (from :meth:`AuditReport.to_dict`) as Markdown.
+
+    Long lists (workers, sweep thresholds) are cut to ``max_rows`` rows with a note saying so.
+    """
+    r = report
+    on = r.get("computed_on") or {}
+    lines = ["# Noise audit", ""]
+    what = on.get("campaign") or on.get("source") or "labels"
+    lines.append(f"Computed on **{what}**" + (f", filter {on['filter']}" if on.get("filter") else "")
+                 + f": {r['n_workers']} workers, {r['n_prompts']} prompts, {r['n_labels']} labels; "
+                 f"{r['sd']} SD; at {on.get('computed_at', '—')} (label count {on.get('label_count', r['n_labels'])}).")
+    c = r.get("counts") or {}
+    if c:
+        lines.append(f"Invalid / missing values: {c.get('n_invalid', 0)} / {c.get('n_missing', 0)} (not audited).")
+    lines += ["", "## The six numbers", ""]
+    rows = []
+    for k in NOISE_KEYS:
+        v = r.get(k)
+        rows.append([_NAMES[k], _f(v, 5) if v is not None else f"undefined: {r.get('reasons', {}).get(k, '')}"])
+    lines += _table(["number", "value"], rows)
+    if r.get("system_noise_study") is not None:
+        lines += ["", f"The study's \"system noise\" sqrt(LN² + PN_orig²) = {r['system_noise_study']:.5f}."]
+    if c:
+        lw, lp = c["labels_per_worker"], c["labels_per_prompt"]
+        lines += ["", "## Counts", ""]
+        lines += _table(["", "min", "median", "mean", "max"],
+                        [["labels per worker", lw["min"], lw["median"], lw["mean"], lw["max"]],
+                         ["labels per prompt", lp["min"], lp["median"], lp["mean"], lp["max"]]])
+
+    pm = r.get("partitions_meta") or {}
+    lines += ["", f"## Noise partitions (prompts with k = {pm.get('k', '?')} labels)", ""]
+    lines += _table(["minority count", "prompts"], [[d, n] for d, n in r.get("partitions", {}).items()])
+    if pm.get("n_prompts_other"):
+        lines.append(f"\n{pm['n_prompts_other']} prompts have another label count and are not partitioned.")
+
+    for key, title in (("accuracy", "Leave-one-worker-out accuracy (vs. mode of the others)"),
+                       ("accuracy_gold", "Accuracy against gold")):
+        rows_acc = r.get(key) or []
+        summ = r.get(key + "_summary") or {}
+        lines += ["", f"## {title}", ""]
+        if not rows_acc:
+            lines.append((r.get("notes") or {}).get(key, "No worker could be scored."))
+            continue
+        lines.append(f"{summ.get('n_workers_scored')} workers scored; pooled accuracy {_f(summ.get('pooled_accuracy'))}; "
+                     f"{summ.get('n_underpowered')} underpowered (N < {summ.get('min_scored_for_power')}); "
+                     f"skipped: {summ.get('skipped_ties', 0)} ties, {summ.get('skipped_alone', 0)} prompts nobody else labeled.")
+        lines.append("")
+        show = rows_acc[:max_rows]
+        lines += _table(["worker", "labels", "N", "accuracy", "95% normal", "95% Wilson"],
+                        [[e["worker"], e["n_labels"], e["n_scored"], e["accuracy"],
+                          f"{e['ci_normal'][0]:.3f}–{e['ci_normal'][1]:.3f}",
+                          f"{e['ci_wilson'][0]:.3f}–{e['ci_wilson'][1]:.3f}"] for e in show])
+        if len(rows_acc) > len(show):
+            lines.append(f"\n({len(rows_acc) - len(show)} more workers in the JSON report.)")
+
+    for kind, sw in (r.get("filters") or {}).items():
+        lines += ["", f"## {'Minimum' if kind == 'min' else 'Maximum'}-labels filter sweep", ""]
+        thr = sw["threshold"]
+        # rows where something changes
+        keep = [i for i in range(len(thr)) if i == 0 or sw["labels_kept"][i] != sw["labels_kept"][i - 1]]
+        if len(keep) > max_rows:
+            step = len(keep) / max_rows
+            keep = [keep[int(j * step)] for j in range(max_rows)]
+        dist_keys = list(sw["prompt_distribution"].keys())
+        head = ["t", "workers", "labels", "% labels", "LN", "PN_orig", "PN_mod", "SN_orig", "SN_mod", "residual",
+                "prompts by labels left (" + ",".join(dist_keys) + ")"]
+        lines += _table(head, [[thr[i], sw["workers_kept"][i], sw["labels_kept"][i], sw["labels_kept_pct"][i],
+                                *(sw[k][i] for k in ("level_noise", "pattern_noise_orig", "pattern_noise_mod",
+                                                     "system_noise_orig", "system_noise_mod", "residual")),
+                                "/".join(str(sw["prompt_distribution"][d][i]) for d in dist_keys)] for i in keep])
+        lines.append("\n(Rows where the kept set changes; every threshold is in the JSON report.)")
+
+    for f in r.get("filter_results") or []:
+        lines += ["", f"## Filter {f['kind']} {f['threshold']}", ""]
+        lines += _table(["number", "value"], [[_NAMES[k], f[k]] for k in NOISE_KEYS])
+        lines.append(f"\nWorkers kept {f['workers_kept']}, labels kept {f['labels_kept']} ({f['labels_kept_pct']:.1f} %).")
+
+    nva = r.get("noise_vs_accuracy") or {}
+    for ref, regs in nva.items():
+        lines += ["", f"## Worker accuracy ({ref}) regressed on per-worker noise", ""]
+        lines += _table(["noise", "n", "slope", "intercept", "r²", "F", "p"],
+                        [[k, g["n"], g["slope"], g["intercept"], g["r2"], g["f"], g["p"]] if g["slope"] is not None
+                         else [k, g["n"], g["reason"], "", "", "", ""] for k, g in regs.items()])
+
+    ag = r.get("agreement")
+    if ag:
+        lines += ["", "## Agreement (raw labels)", ""]
+        rows = []
+        for k, v in ag.items():
+            if isinstance(v, dict) and "value" in v:
+                rows.append([v.get("name", k), v["value"] if v["value"] is not None else f"undefined: {v.get('reason')}"])
+        lines += _table(["coefficient", "value"], rows)
+    pr = r.get("precision")
+    if pr:
+        lines += ["", "## Instrument precision", "",
+                  f"Item SD of raw labels ({pr['sd']} SD): mean {_f(pr['mean_item_sd'])}, SD {_f(pr['sd_item_sd'])} "
+                  f"over {pr['n_items_with_sd']} of {pr['n_items']} prompts."]
+    ps = r.get("partition_scores")
+    if ps:
+        lines += ["", "## System scored per partition", ""]
+        lines += _table(["minority", "prompts", "acc. vs modal", "N modal", "acc. vs gold", "N gold"],
+                        [[d, s["n_prompts"], s["accuracy_modal"], s["n_modal"], s["accuracy_gold"], s["n_gold"]]
+                         for d, s in ps["partitions"].items()])
+        lines.append("")
+        lines += _table(["reference", "partitions", "z", "p"],
+                        [[t["reference"], f"{t['a']} vs {t['b']}", t["z"], t["p"] if t["p"] is not None else t["reason"]]
+                         for t in ps["tests"]])
+    sy = r.get("systems")
+    if sy:
+        lines += ["", "## Can the instrument tell the two systems apart?", "",
+                  f"{sy['n_raters']} raters; mean per-rater score A {_f(sy['mean_a'])}, B {_f(sy['mean_b'])}; "
+                  f"t = {_f(sy['t'])}, p = {_f(sy['p'])}: {sy['verdict']}."]
+    rp = r.get("reproducibility")
+    if rp:
+        lines += ["", "## Reproducibility", "",
+                  f"{rp['n_common']} common prompts; Spearman of item means {_f(rp['spearman_means'])}, "
+                  f"Pearson of item SDs {_f(rp['pearson_sds'])}; alpha ({rp['alpha_level']}) "
+                  f"{_f(rp['alpha_a'])} vs {_f(rp['alpha_b'])}."]
+    notes = r.get("notes") or {}
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {k}: {v}" for k, v in notes.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from audits import views
+
+urlpatterns = [
+    path("<slug:slug>/", views.dashboard, name="audit_dashboard"),
+    path("<slug:slug>/data.json", views.dashboard_data, name="audit_dashboard_data"),
+    path("<slug:slug>/report.<str:fmt>", views.report_download, name="audit_report"),
+    path("<slug:slug>/recompute/", views.recompute, name="audit_recompute"),
+]

@@ -1,0 +1,76 @@
+"""The audit dashboard: a page, its JSON feed (polled every 2 s), report downloads, "recompute now".
+
+Researchers see their own and shared campaigns, staff see all (``campaign_for_user``: 404 for
+anyone else). Views parse, call one selector or service, render.
+"""
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from annotation.selectors import campaign_for_user
+from audits import selectors, services
+from audits.models import AuditSnapshot
+from audits.report import render_markdown
+
+POLL_MS = 2000
+
+
+@login_required
+def dashboard(request, slug):
+    campaign = campaign_for_user(user=request.user, slug=slug)
+    context = {
+        "campaign": campaign,
+        "data_url": reverse("audit_dashboard_data", args=[campaign.slug]),
+        "poll_ms": POLL_MS,
+        "stale_after": services.audit_setting("STALE_AFTER"),
+        "full": AuditSnapshot.objects.filter(campaign=campaign, kind=AuditSnapshot.Kind.FULL).exists(),
+    }
+    return render(request, "audits/dashboard.html", context)
+
+
+@never_cache
+def dashboard_data(request, slug):
+    if not request.user.is_authenticated:
+        raise Http404
+    campaign = campaign_for_user(user=request.user, slug=slug)
+    try:
+        have_full = int(request.GET.get("have_full", "-1"))
+    except ValueError:
+        have_full = -1
+    return JsonResponse(selectors.dashboard_data(campaign=campaign, have_full=have_full))
+
+
+@login_required
+def report_download(request, slug, fmt):
+    """The current full audit report, as the engine's JSON dict or its Markdown rendering."""
+    campaign = campaign_for_user(user=request.user, slug=slug)
+    snapshot = selectors.latest_snapshot(campaign=campaign, kind=AuditSnapshot.Kind.FULL)
+    if snapshot is None:
+        raise Http404("No full audit yet: press “Recompute now” on the dashboard.")
+    name = f"{campaign.slug}-audit-{snapshot.watermark}"
+    if fmt == "json":
+        response = HttpResponse(json.dumps(snapshot.data, indent=2, allow_nan=False), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+    elif fmt == "md":
+        response = HttpResponse(render_markdown(snapshot.data), content_type="text/markdown; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}.md"'
+    else:
+        raise Http404("Unknown format.")
+    return response
+
+
+@login_required
+@require_POST
+def recompute(request, slug):
+    campaign = campaign_for_user(user=request.user, slug=slug)
+    if services.audit_request_full(campaign=campaign):
+        messages.success(request, "A full recomputation is queued; the dashboard shows it when it is done.")
+    else:
+        messages.info(request, "A recomputation is already queued (or the task queue is unreachable; it retries by itself).")
+    return redirect("audit_dashboard", slug=campaign.slug)

@@ -1,0 +1,583 @@
+"""Assignment benchmark: claim + submit cycles over HTTP on PostgreSQL, at several campaign sizes.
+
+One command::
+
+    .venv/bin/python benchmarks/assignment.py                                   # 10k and 1M prompts
+    .venv/bin/python benchmarks/assignment.py --prompts 10000 --clients 32 --seconds 15
+
+It creates its own PostgreSQL database (--database on the server at --postgres, dropped at the end),
+migrates it, creates the client accounts with DRF tokens, and starts gunicorn (--web-workers sync
+workers) with its own redis-server (cache and Celery broker) on free ports. No Celery worker runs:
+each submit still updates the audit statistics in its transaction and schedules a recomputation,
+which stays queued. Then, for each size in --prompts:
+
+* seeds one campaign (k=--k, --policy) with COPY straight into the prompt and slot tables;
+* runs --clients threads (``requests``, one account each) looping next-task → submit for --seconds
+  after a --warmup, and measures cycles/s and the latency of each call as the client sees it;
+* re-checks the guarantees in SQL: no prompt above k labels, no (prompt, worker) twice among labels
+  or leases, every acknowledged label stored with its value, every stored label acknowledged;
+* prints EXPLAIN ANALYZE of the query that picks the slot (captured from a real lease_acquire), to
+  show that finding work does not scan or sort the table.
+
+Everything runs on this machine: the clients, gunicorn, PostgreSQL and whatever else is running.
+The table reports the CPU each of them used, and the whole machine's, so a noisy run shows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import requests
+
+from soak import BIN, REPO, free_port, wait_for_port
+
+if TYPE_CHECKING:  # Django is set up in main(), after the environment names the benchmark database
+    from annotation.models import Campaign
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PLAN_KEY_LINES = ("Limit", "LockRows", "Scan", "Index Cond", "Filter", "SubPlan", "Sort", "Execution Time")
+
+
+# --- CPU accounting -------------------------------------------------------------------------------
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system seconds of one process (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _postgres_backends(database: str) -> list[int]:
+    """Server processes connected to ``database`` (their command line names it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.startswith(b"postgres: ") and f" {database} ".encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def _machine_busy() -> float:
+    """Busy CPU seconds of the whole machine, all cores (every process, not only ours)."""
+    user, nice, system, idle, iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
+class CpuMeter:
+    """CPU seconds used between start() and stop(), per second of wall time: by this process (the
+    clients), the web server's processes, the benchmark database's PostgreSQL backends, and the whole
+    machine. Processes are sampled every quarter second, because backends come and go (Django
+    reconnects every CONN_MAX_AGE): one that exits within the window loses at most its last quarter
+    second."""
+
+    def __init__(self, web_pid: int, database: str):
+        self.web_pid, self.database = web_pid, database
+        self.seen = {"web": {}, "postgres": {}}  # group -> pid -> (CPU at start or 0, CPU last seen)
+        self.stopped = threading.Event()
+        self.used: dict = {}
+
+    def _sample(self, *, at_start: bool = False) -> None:
+        groups = {"web": [self.web_pid, *_children(self.web_pid)], "postgres": _postgres_backends(self.database)}
+        for name, pids in groups.items():
+            for pid in pids:
+                cpu = _process_cpu(pid)
+                first = self.seen[name].get(pid, (cpu if at_start else 0.0,))[0]
+                self.seen[name][pid] = (first, cpu)
+
+    def _clients_and_machine(self) -> tuple[float, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return own.ru_utime + own.ru_stime, _machine_busy()
+
+    def start(self) -> None:
+        self._sample(at_start=True)
+        self.before = self._clients_and_machine()
+        self.sampler = threading.Thread(target=self._keep_sampling, daemon=True)
+        self.sampler.start()
+
+    def _keep_sampling(self) -> None:
+        while not self.stopped.wait(0.25):
+            self._sample()
+
+    def stop(self, seconds: float) -> None:
+        self.stopped.set()
+        self.sampler.join()
+        self._sample()
+        clients, machine = (after - before for after, before in zip(self._clients_and_machine(), self.before))
+        self.used = {
+            "clients": clients / seconds,
+            **{name: sum(last - first for first, last in pids.values()) / seconds for name, pids in self.seen.items()},
+            "machine": machine / seconds,
+        }
+
+
+# --- The stack ------------------------------------------------------------------------------------
+
+
+class Stack:
+    """redis-server and gunicorn on free ports, each in its own process group."""
+
+    def __init__(self, env: dict, workdir: Path, *, redis_port: int, web_workers: int):
+        self.env, self.workdir, self.web_workers = env, workdir, web_workers
+        self.redis_port, self.web_port = redis_port, free_port()
+        self.procs: list[subprocess.Popen] = []
+
+    def _start(self, name: str, argv: list[str], port: int) -> subprocess.Popen:
+        log = open(self.workdir / f"{name}.log", "ab")
+        proc = subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        wait_for_port(port, 30)
+        return proc
+
+    def start(self) -> None:
+        self._start("redis", [
+            "redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port), "--save", "", "--appendonly", "no",
+            "--dir", str(self.workdir),
+        ], self.redis_port)
+        self.web = self._start("web", [
+            str(BIN / "gunicorn"), "config.wsgi:application", "--bind", f"127.0.0.1:{self.web_port}",
+            "--workers", str(self.web_workers), "--timeout", "60", "--backlog", "2048", "--no-control-socket",
+        ], self.web_port)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, 15)
+                proc.wait(timeout=30)
+
+
+# --- Seeding --------------------------------------------------------------------------------------
+
+
+def copy_rows(cursor, table: str, columns: str, lines, chunk: int = 50_000) -> None:
+    """COPY text-format rows into ``table``, streamed in chunks."""
+    with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        batch = []
+        for line in lines:
+            batch.append(line)
+            if len(batch) == chunk:
+                copy.write("".join(batch))
+                batch.clear()
+        if batch:
+            copy.write("".join(batch))
+
+
+@contextmanager
+def _indexes_rebuilt_after(cursor, table: str):
+    """Drop ``table``'s plain indexes (not those of its constraints) and build them again afterwards,
+    from their own definitions: one sorted build beats millions of inserts at random places."""
+    cursor.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT IN "
+        "(SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass)", [table, table]
+    )
+    indexes = cursor.fetchall()
+    for name, _ in indexes:
+        cursor.execute(f'DROP INDEX "{name}"')
+    yield
+    cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")
+    for _, definition in indexes:
+        cursor.execute(definition)
+
+
+def seed_campaign(*, n_prompts: int, k: int, policy: str, owner) -> Campaign:
+    """A launched campaign of ``n_prompts`` prompts and their k slots each, as prompts_import would
+    leave them (the random draw per slot included), written with COPY instead of the ORM."""
+    from django.db import connection, transaction
+
+    from annotation import services
+    from annotation.models import ImportBatch, Prompt, Slot
+
+    campaign = services.campaign_create(owner=owner, title=f"Benchmark {n_prompts}", k=k, policy=policy)
+    batch = ImportBatch.objects.create(
+        campaign=campaign, filename="benchmark.jsonl", sha256=uuid.uuid4().hex * 2, n_prompts=n_prompts
+    )
+    c, b = campaign.pk, batch.pk
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        raw = cursor.cursor  # psycopg's own cursor, for COPY
+        # The rows are consistent by construction: skip the foreign-key triggers, which would check
+        # each of the 6M rows at commit.
+        raw.execute("SET LOCAL session_replication_role = replica")
+        copy_rows(raw, Prompt._meta.db_table, 'campaign_id, batch_id, external_id, text, options, gold, "group", n_labels', (
+            f"{c}\t{b}\tp{i}\tStatement number {i} about everyday life.\t[]\t{i % 2}\t\t0\n" for i in range(n_prompts)
+        ))
+        raw.execute(f"SELECT id FROM {Prompt._meta.db_table} WHERE campaign_id = %s ORDER BY id", [c])
+        prompt_ids = [row[0] for row in raw.fetchall()]
+        rand = random.random
+        with _indexes_rebuilt_after(raw, Slot._meta.db_table):
+            copy_rows(raw, Slot._meta.db_table, "campaign_id, prompt_id, index, rand, priority, filled", (
+                f"{c}\t{prompt}\t{index}\t{rand()!r}\t0\tf\n" for prompt in prompt_ids for index in range(k)
+            ))
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Prompt._meta.db_table}, {Slot._meta.db_table}")
+    return services.campaign_transition(campaign=campaign, action="launch")
+
+
+def make_accounts(n: int) -> list[str]:
+    """``n`` worker accounts (no password: API tokens only), and their tokens."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    User = get_user_model()
+    users = User.objects.bulk_create([User(username=f"bench-worker-{i}") for i in range(n)])
+    tokens = Token.objects.bulk_create([Token(user=user, key=Token.generate_key()) for user in users])
+    return [token.key for token in tokens]
+
+
+def empty_campaigns() -> None:
+    """Remove the previous size's campaign and everything hanging off it."""
+    from django.db import connection
+
+    from annotation.models import Campaign
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {Campaign._meta.db_table} CASCADE")
+
+
+# --- Clients --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    samples: list = field(default_factory=list)  # (endpoint, started, seconds)
+    acks: dict = field(default_factory=dict)  # label id -> (token key, client token, value)
+    outcomes: dict = field(default_factory=dict)
+
+    def count(self, what: str) -> None:
+        with self.lock:
+            self.outcomes[what] = self.outcomes.get(what, 0) + 1
+
+
+def client(base: str, slug: str, key: str, tally: Tally, stop: threading.Event, seed: int) -> None:
+    rng = random.Random(seed)
+    session = requests.Session()
+    session.headers["Authorization"] = f"Token {key}"
+
+    def post(endpoint: str, path: str, body=None):
+        started = time.perf_counter()
+        response = session.post(base + path, json=body, timeout=60)
+        with tally.lock:
+            tally.samples.append((endpoint, started, time.perf_counter() - started))
+        return response
+
+    while not stop.is_set():
+        try:
+            response = post("next-task", f"/api/v1/campaigns/{slug}/next-task/")
+            lease = response.json()["lease"] if response.status_code == 200 else None
+            if lease is None:
+                tally.count(f"next-task {response.status_code} {_code(response)}")
+                time.sleep(0.5)
+                continue
+            value, token = rng.randint(0, 1), uuid.uuid4().hex
+            response = post("submit", f"/api/v1/leases/{lease['id']}/submit/", {"value": value, "client_token": token})
+            if response.status_code == 201:
+                with tally.lock:
+                    tally.acks[response.json()["label_id"]] = (key, token, value)
+            tally.count(f"submit {response.status_code} {_code(response)}")
+        except requests.RequestException as exc:
+            tally.count(f"connection error {type(exc).__name__}")
+
+
+def _code(response: requests.Response) -> str:
+    """The answer's code (nothing_left, lease_expired, ...), if it is JSON and has one."""
+    try:
+        body = response.json()
+    except ValueError:
+        return "(not JSON)"
+    return body.get("code") or body.get("error", {}).get("code", "") if isinstance(body, dict) else ""
+
+
+def warm_up(base: str, key: str, n: int) -> None:
+    """Send each gunicorn worker its first requests (Django imports the API lazily on the first one),
+    so the first size is not measured against cold workers."""
+    def ask(_):
+        requests.post(f"{base}/api/v1/campaigns/no-such-campaign/next-task/", headers={"Authorization": f"Token {key}"},
+                      timeout=120)
+
+    with ThreadPoolExecutor(n) as pool:
+        for _ in range(3):
+            list(pool.map(ask, range(n)))
+
+
+def probe_engine(campaign: Campaign, cycles: int) -> dict:
+    """The engine alone: lease_acquire then label_submit, called in this process by one caller at a
+    time (eight worker identities in turn), so no HTTP, no Django request and no queueing behind other
+    clients. Milliseconds p50/p95/p99 of each service."""
+    from annotation import services
+
+    workers = [services.worker_get_or_create(channel="bench-probe", external_id=str(i)) for i in range(8)]
+    seconds = {"lease_acquire": [], "label_submit": []}
+    for i in range(cycles):
+        worker = workers[i % len(workers)]
+        started = time.perf_counter()
+        lease = services.lease_acquire(campaign=campaign, worker=worker)
+        seconds["lease_acquire"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token=uuid.uuid4().hex)
+        seconds["label_submit"].append(time.perf_counter() - started)
+    return {name: percentiles(values) for name, values in seconds.items()}
+
+
+def percentiles(seconds: list[float]) -> tuple[float, float, float]:
+    if len(seconds) < 2:
+        return (float("nan"),) * 3
+    cuts = statistics.quantiles(seconds, n=100, method="inclusive")
+    return cuts[49] * 1000, cuts[94] * 1000, cuts[98] * 1000
+
+
+# --- Checks ---------------------------------------------------------------------------------------
+
+
+def check_guarantees(campaign: Campaign, tally: Tally) -> list[str]:
+    """The guarantees, in SQL on the stored rows; returns the violations found."""
+    from django.db import connection
+
+    from rest_framework.authtoken.models import Token
+
+    from annotation.models import Label, Lease, Prompt, Worker
+
+    label, lease, prompt = Label._meta.db_table, Lease._meta.db_table, Prompt._meta.db_table
+    worker, token = Worker._meta.db_table, Token._meta.db_table
+    queries = {
+        "prompts above k labels": f"SELECT count(*) FROM (SELECT prompt_id FROM {label} WHERE campaign_id = %(c)s "
+        f"GROUP BY prompt_id HAVING count(*) > %(k)s) AS t",
+        "(prompt, worker) twice among labels": f"SELECT count(*) FROM (SELECT 1 FROM {label} WHERE campaign_id = %(c)s "
+        f"GROUP BY prompt_id, worker_id HAVING count(*) > 1) AS t",
+        "(prompt, worker) twice among leases": f"SELECT count(*) FROM (SELECT 1 FROM {lease} WHERE campaign_id = %(c)s "
+        f"GROUP BY prompt_id, worker_id HAVING count(*) > 1) AS t",
+        "prompts whose label counter is wrong": f"SELECT count(*) FROM {prompt} p WHERE p.campaign_id = %(c)s AND "
+        f"p.n_labels <> (SELECT count(*) FROM {label} l WHERE l.prompt_id = p.id)",
+    }
+    violations = []
+    with connection.cursor() as cursor:
+        for name, sql in queries.items():
+            cursor.execute(sql, {"c": campaign.pk, "k": campaign.k})
+            if (n := cursor.fetchone()[0]) != 0:
+                violations.append(f"{n} {name}")
+        # The clients' labels (the engine probe's workers have no account, so no token).
+        cursor.execute(
+            f"SELECT l.id, t.key, l.client_token, l.value FROM {label} l JOIN {worker} w ON w.id = l.worker_id "
+            f"JOIN {token} t ON t.user_id = w.user_id WHERE l.campaign_id = %s", [campaign.pk]
+        )
+        stored = {pk: (key, client_token, json.loads(value)) for pk, key, client_token, value in cursor.fetchall()}
+    missing = [pk for pk, ack in tally.acks.items() if stored.get(pk) != ack]
+    unacknowledged = set(stored) - set(tally.acks)
+    if missing:
+        violations.append(f"{len(missing)} acknowledged labels not stored as acknowledged")
+    if unacknowledged:
+        violations.append(f"{len(unacknowledged)} stored labels nobody was acknowledged for")
+    return violations
+
+
+def explain_candidate_query(campaign: Campaign, key: str) -> list[str]:
+    """EXPLAIN ANALYZE of the slot-picking query of a real lease_acquire (a worker who has labeled
+    during the run, so their exclusions are real too), run in a transaction that is rolled back."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.authtoken.models import Token
+
+    from annotation import services
+    from annotation.models import Slot
+
+    worker = services.worker_for_user(user=Token.objects.get(key=key).user)
+    with CaptureQueriesContext(connection) as queries:
+        lease = services.lease_acquire(campaign=campaign, worker=worker)
+    if not isinstance(lease, services.NothingLeft):
+        services.lease_release(lease_id=lease.pk, worker=worker)
+    sql = next(q["sql"] for q in queries if "SKIP LOCKED" in q["sql"] and f'"{Slot._meta.db_table}"' in q["sql"])
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
+        plan = [row[0] for row in cursor.fetchall()]
+        transaction.set_rollback(True)
+    return plan
+
+
+# --- Main -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    prompts: int
+    seed_seconds: float
+    window: float
+    cycles: int
+    next_task: tuple
+    submit: tuple
+    cpu: dict
+    outcomes: dict
+    violations: list
+    plan: list
+    engine: dict
+    load: float
+
+
+def run_size(args, n_prompts: int, owner, keys: list[str], base: str, stack: Stack) -> Result:
+    empty_campaigns()
+    started = time.monotonic()
+    campaign = seed_campaign(n_prompts=n_prompts, k=args.k, policy=args.policy, owner=owner)
+    seed_seconds = time.monotonic() - started
+    print(f"[{n_prompts:,} prompts] seeded {n_prompts:,} prompts and {n_prompts * args.k:,} slots in {seed_seconds:.1f} s; "
+          f"engine alone for {args.probe} cycles, then {len(keys)} clients for {args.warmup:g} + {args.seconds:g} s",
+          flush=True)
+    engine = probe_engine(campaign, args.probe)
+
+    tally, stop = Tally(), threading.Event()
+    threads = [
+        threading.Thread(target=client, args=(base, campaign.slug, key, tally, stop, n), daemon=True)
+        for n, key in enumerate(keys)
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(args.warmup)
+    meter = CpuMeter(stack.web.pid, args.database)
+    window_start = time.perf_counter()
+    meter.start()
+    time.sleep(args.seconds)
+    window_end = time.perf_counter()
+    meter.stop(window_end - window_start)
+    load = os.getloadavg()[0]
+    stop.set()
+    for thread in threads:
+        thread.join()
+
+    def window(endpoint):
+        return [s for e, t, s in tally.samples if e == endpoint and t >= window_start and t + s <= window_end]
+
+    submits = window("submit")
+    return Result(
+        prompts=n_prompts, seed_seconds=seed_seconds, window=window_end - window_start, cycles=len(submits),
+        next_task=percentiles(window("next-task")), submit=percentiles(submits), cpu=meter.used,
+        outcomes=dict(sorted(tally.outcomes.items())), violations=check_guarantees(campaign, tally),
+        plan=explain_candidate_query(campaign, keys[0]), engine=engine, load=load,
+    )
+
+
+def _ms(values: tuple) -> str:
+    return "/".join(f"{v:.0f}" if v >= 10 else f"{v:.1f}" for v in values)
+
+
+def report(args, results: list[Result]) -> None:
+    print()
+    print(f"HTTP: k={args.k}, {args.policy} policy, {args.clients} clients (threads, requests), gunicorn {args.web_workers} sync workers, "
+          f"PostgreSQL; {os.cpu_count()} cores shared by all of it and by whatever else runs")
+    header = (f"{'prompts':>9} {'seed s':>6} {'cycles/s':>8} {'next-task ms p50/p95/p99':>24} {'submit ms p50/p95/p99':>21} "
+              f"{'CPU cores clients/web/pg/machine':>32} {'load':>5} {'violations':>10}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        cpu = "/".join(f"{r.cpu[name]:.2f}" for name in ("clients", "web", "postgres", "machine"))
+        print(f"{r.prompts:>9,} {r.seed_seconds:>6.0f} {r.cycles / r.window:>8.1f} {_ms(r.next_task):>24} "
+              f"{_ms(r.submit):>21} {cpu:>32} {r.load:>5.1f} {len(r.violations):>10}")
+    print()
+    print(f"Engine alone: one caller in this process, {args.probe} cycles, before the HTTP load")
+    header = f"{'prompts':>9} {'lease_acquire ms p50/p95/p99':>28} {'label_submit ms p50/p95/p99':>28}"
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(f"{r.prompts:>9,} {_ms(r.engine['lease_acquire']):>28} {_ms(r.engine['label_submit']):>28}")
+    for r in results:
+        print(f"\n[{r.prompts:,} prompts] answers: {r.outcomes}")
+        for violation in r.violations:
+            print(f"  VIOLATION: {violation}")
+        print("  EXPLAIN (ANALYZE, BUFFERS) of the slot-picking query, key lines:")
+        for line in r.plan:
+            if any(word in line for word in PLAN_KEY_LINES):
+                print("    " + line)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, nargs="+", default=[10_000, 1_000_000])
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=30, help="measured seconds per size")
+    parser.add_argument("--warmup", type=float, default=5, help="seconds of load before measuring")
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--policy", choices=["random", "fill_first"], default="random")
+    parser.add_argument("--probe", type=int, default=200, help="engine-alone cycles per size")
+    parser.add_argument("--web-workers", type=int, default=5, help="gunicorn sync workers")
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--database", default="chorus_bench")
+    args = parser.parse_args(argv)
+
+    import psycopg
+
+    with psycopg.connect(args.postgres, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{args.database}"')
+    workdir = Path(tempfile.mkdtemp(prefix="chorus-bench-"))
+    redis_port = free_port()
+    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CHORUS_", "CELERY_", "REDIS_", "DATABASE_"))},
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SECRET_KEY": "bench-" + uuid.uuid4().hex * 2,
+        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback
+        "DATABASE_URL": args.postgres.rsplit("/", 1)[0] + "/" + args.database,
+        "REDIS_URL": redis_url,
+        "CELERY_BROKER_URL": redis_url,
+        "CHORUS_VAR_DIR": str(workdir / "var"),
+    }
+    os.environ.update(env)
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connections
+
+    stack = Stack(env, workdir, redis_port=redis_port, web_workers=args.web_workers)
+    status = 1
+    try:
+        call_command("migrate", verbosity=0)
+        owner = get_user_model().objects.create(username="bench-researcher")
+        keys = make_accounts(args.clients)
+        stack.start()
+        base = f"http://127.0.0.1:{stack.web_port}"
+        warm_up(base, keys[0], 2 * args.web_workers)
+        results = [run_size(args, n, owner, keys, base, stack) for n in args.prompts]
+        report(args, results)
+        status = 1 if any(r.violations for r in results) else 0
+        return status
+    finally:
+        stack.stop()
+        connections.close_all()
+        with psycopg.connect(args.postgres, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+        if status == 0:
+            shutil.rmtree(workdir)
+        else:
+            print(f"gunicorn and redis logs kept in {workdir}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from annotation.views.worker import signup
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/signup/", signup, name="signup"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("api/", include("annotation.api.urls")),
+    path("channels/", include("annotation.channels.urls")),
+    path("audits/", include("audits.urls")),
+    path("", include("annotation.urls")),
+]

@@ -1,0 +1,113 @@
+// The labeling form (templates/annotation/_label_form.html): keyboard shortcuts and the lease heartbeat.
+// Keys come from data-key attributes; the heartbeat URL and period from data-heartbeat-* attributes.
+(function () {
+  "use strict";
+  var form = document.querySelector("form.label-form");
+  if (!form) {
+    return;
+  }
+  var submitting = false;
+  form.addEventListener("submit", function () {
+    submitting = true;
+  });
+
+  function typing(event) {
+    var tag = event.target && event.target.tagName;
+    return tag === "TEXTAREA" || tag === "SELECT" || (tag === "INPUT" && event.target.type === "text");
+  }
+
+  // --- one value per prompt: a key presses its answer button -------------------------------------
+  function keyButton(key) {
+    var buttons = form.querySelectorAll("button[data-key]");
+    for (var i = 0; i < buttons.length; i++) {
+      if (buttons[i].getAttribute("data-key") === key) {
+        return buttons[i];
+      }
+    }
+    return null;
+  }
+
+  // --- per-option rating: a key rates the current option and moves to the next ------------------
+  var rows = Array.prototype.slice.call(form.querySelectorAll(".option-row"));
+  var current = 0;
+
+  function setCurrent(index) {
+    if (!rows.length) {
+      return;
+    }
+    current = Math.max(0, Math.min(rows.length - 1, index));
+    rows.forEach(function (row, i) {
+      row.classList.toggle("current", i === current);
+    });
+    rows[current].scrollIntoView({block: "nearest"});
+  }
+
+  function rate(key) {
+    var radios = rows[current].querySelectorAll("input[type=radio]");
+    for (var i = 0; i < radios.length; i++) {
+      if (radios[i].getAttribute("data-key") === key) {
+        radios[i].checked = true;
+        setCurrent(current + 1);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  rows.forEach(function (row, index) {
+    row.addEventListener("change", function () {
+      setCurrent(index + 1);
+    });
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey || typing(event) || submitting) {
+      return;
+    }
+    var key = event.key.length === 1 ? event.key.toLowerCase() : event.key;
+    if (rows.length) {
+      if (key === "Enter") {
+        event.preventDefault();
+        form.requestSubmit();
+      } else if (key === "ArrowDown" || key === "ArrowUp") {
+        event.preventDefault();
+        setCurrent(current + (key === "ArrowDown" ? 1 : -1));
+      } else if (rate(key)) {
+        event.preventDefault();
+      }
+      return;
+    }
+    var button = keyButton(key);
+    if (button) {
+      event.preventDefault();
+      form.requestSubmit(button);
+    }
+  });
+
+  // --- heartbeat: keep the lease while the page is open -------------------------------------------
+  var url = form.getAttribute("data-heartbeat-url");
+  var period = parseInt(form.getAttribute("data-heartbeat-ms"), 10);
+  var status = form.querySelector(".lease-status");
+  var csrf = form.querySelector("input[name=csrfmiddlewaretoken]");
+  if (url && period > 0) {
+    var timer = window.setInterval(function () {
+      fetch(url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: {"X-CSRFToken": csrf ? csrf.value : ""}
+      }).then(function (response) {
+        if (response.status === 409 || response.status === 400) {
+          window.clearInterval(timer);
+          return response.json().then(function (body) {
+            if (status) {
+              status.textContent = body.message || "Your time on this prompt has ended.";
+            }
+          });
+        }
+        return null;
+      }).catch(function () {
+        // Offline for a moment: the next beat tries again; a lease outlives two missed beats.
+      });
+    }, period);
+  }
+})();

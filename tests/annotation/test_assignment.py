@@ -1,0 +1,162 @@
+"""The assignment engine's guarantees, one behaviour at a time (concurrency lives in test_concurrency.py)."""
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.utils import timezone
+
+from annotation import services
+from annotation.models import Label, Lease, Slot
+
+pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
+
+
+def later(seconds):
+    return mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=seconds))
+
+
+def test_every_prompt_gets_exactly_k_distinct_workers(make_campaign, make_worker):
+    campaign = make_campaign(4, k=3)
+    workers = [make_worker() for _ in range(5)]
+    for _ in range(10):
+        for w in workers:
+            lease = services.lease_acquire(campaign=campaign, worker=w)
+            if isinstance(lease, Lease):
+                services.label_submit(lease_id=lease.pk, worker=w, value=1, client_token=f"t{lease.pk}")
+    counts = {p.external_id: p.n_labels for p in campaign.prompts.all()}
+    assert counts == {f"p{i}": 3 for i in range(4)}
+    assert Label.objects.filter(campaign=campaign).count() == 12
+    assert Label.objects.values("prompt", "worker").distinct().count() == 12
+    nothing = services.lease_acquire(campaign=campaign, worker=workers[0])
+    assert isinstance(nothing, services.NothingLeft) and nothing.code == "nothing_left"
+
+
+def test_asking_twice_returns_the_same_live_lease(make_campaign, make_worker):
+    campaign, worker = make_campaign(5), make_worker()
+    first = services.lease_acquire(campaign=campaign, worker=worker)
+    assert services.lease_acquire(campaign=campaign, worker=worker).pk == first.pk
+
+
+def test_a_worker_is_never_offered_a_prompt_they_let_expire(make_campaign, make_worker):
+    campaign, worker = make_campaign(1, k=2, lease_seconds=60), make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    with later(61):
+        again = services.lease_acquire(campaign=campaign, worker=worker)
+        assert isinstance(again, services.NothingLeft)
+        other = services.lease_acquire(campaign=campaign, worker=make_worker())
+        assert isinstance(other, Lease) and other.prompt_id == lease.prompt_id
+
+
+def test_an_expired_lease_frees_its_slot_and_its_label_is_refused(make_campaign, make_worker):
+    campaign = make_campaign(1, k=1, lease_seconds=60)
+    slow, fast = make_worker(), make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=slow)
+    assert isinstance(services.lease_acquire(campaign=campaign, worker=fast), services.NothingLeft)
+    with later(61):
+        taken = services.lease_acquire(campaign=campaign, worker=fast)
+        assert isinstance(taken, Lease)
+        with pytest.raises(services.LabelRefused) as refused:
+            services.label_submit(lease_id=lease.pk, worker=slow, value=1, client_token="late")
+        assert refused.value.code == "lease_expired"
+        services.label_submit(lease_id=taken.pk, worker=fast, value=0, client_token="ok")
+    assert list(Label.objects.values_list("worker", flat=True)) == [fast.pk]
+
+
+def test_heartbeat_keeps_a_lease_alive(make_campaign, make_worker):
+    campaign = make_campaign(1, k=1, lease_seconds=60)
+    worker = make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    with later(50):
+        services.lease_heartbeat(lease_id=lease.pk, worker=worker)
+    with later(100):
+        assert isinstance(services.lease_acquire(campaign=campaign, worker=make_worker()), services.NothingLeft)
+        ack = services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="x")
+    assert ack.worker_labels == 1
+
+
+def test_resubmission_with_the_same_token_returns_the_same_ack(make_campaign, make_worker):
+    campaign, worker = make_campaign(2), make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    first = services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="abc")
+    second = services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="abc")
+    assert (second.label_id, second.created_at, second.duplicate) == (first.label_id, first.created_at, True)
+    with pytest.raises(services.LabelRefused, match="already labeled"):
+        services.label_submit(lease_id=lease.pk, worker=worker, value=0, client_token="other")
+    assert Label.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "value, code",
+    [(2, "bad_value"), ("yes", "bad_value"), (None, "bad_value"), ([1], "bad_value")],
+)
+def test_refused_labels_change_nothing(make_campaign, make_worker, value, code):
+    campaign, worker = make_campaign(1, k=2), make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    before = list(Slot.objects.order_by("pk").values())
+    with pytest.raises(services.LabelRefused) as refused:
+        services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token="t")
+    assert refused.value.code == code
+    assert list(Slot.objects.order_by("pk").values()) == before
+    assert Label.objects.count() == 0
+    services.label_submit(lease_id=lease.pk, worker=worker, value=0, client_token="t")
+
+
+def test_a_label_for_someone_elses_lease_is_refused(make_campaign, make_worker):
+    campaign = make_campaign(1)
+    owner, intruder = make_worker(), make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=owner)
+    with pytest.raises(services.LabelRefused) as refused:
+        services.label_submit(lease_id=lease.pk, worker=intruder, value=1, client_token="t")
+    assert refused.value.code == "not_leased"
+
+
+def test_pause_stops_new_leases_but_live_leases_may_still_submit(make_campaign, make_worker):
+    campaign = make_campaign(3)
+    holder = make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=holder)
+    services.campaign_transition(campaign=campaign, action="pause")
+    nothing = services.lease_acquire(campaign=campaign, worker=make_worker())
+    assert isinstance(nothing, services.NothingLeft) and nothing.code == "campaign_paused"
+    services.label_submit(lease_id=lease.pk, worker=holder, value=1, client_token="t")
+    services.campaign_transition(campaign=campaign, action="resume")
+    assert isinstance(services.lease_acquire(campaign=campaign, worker=make_worker()), Lease)
+
+
+def test_closed_campaign_refuses_labels_once_leases_expire(make_campaign, make_worker):
+    campaign = make_campaign(3, lease_seconds=60)
+    worker = make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    services.campaign_transition(campaign=campaign, action="close")
+    with later(61), pytest.raises(services.LabelRefused) as refused:
+        services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="t")
+    assert refused.value.code == "campaign_closed"
+
+
+def test_per_worker_cap(make_campaign, make_worker):
+    campaign, worker = make_campaign(5, max_labels_per_worker=2), make_worker()
+    for token in "ab":
+        lease = services.lease_acquire(campaign=campaign, worker=worker)
+        services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token=token)
+    nothing = services.lease_acquire(campaign=campaign, worker=worker)
+    assert isinstance(nothing, services.NothingLeft) and nothing.code == "cap_reached"
+
+
+def test_fill_first_completes_a_started_prompt_before_opening_another(make_campaign, make_worker):
+    campaign = make_campaign(50, k=3, policy="fill_first")
+    first = make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=first)
+    services.label_submit(lease_id=lease.pk, worker=first, value=1, client_token="t")
+    for _ in range(2):
+        w = make_worker()
+        next_lease = services.lease_acquire(campaign=campaign, worker=w)
+        assert next_lease.prompt_id == lease.prompt_id
+        services.label_submit(lease_id=next_lease.pk, worker=w, value=1, client_token="t")
+
+
+def test_released_prompt_goes_to_someone_else(make_campaign, make_worker):
+    campaign = make_campaign(1, k=1)
+    skipper, other = make_worker(), make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=skipper)
+    services.lease_release(lease_id=lease.pk, worker=skipper)
+    assert isinstance(services.lease_acquire(campaign=campaign, worker=skipper), services.NothingLeft)
+    assert isinstance(services.lease_acquire(campaign=campaign, worker=other), Lease)

@@ -1,0 +1,455 @@
+"""The browser UI through Django's test client: researcher pages, the worker loop, invitations."""
+import json
+import re
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import override_settings
+from django.urls import reverse
+from django.utils import timezone
+
+from annotation import services
+from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot
+from annotation.views.invitations import invitation_token
+from tests.conftest import prompts_jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]] if response.context else []
+
+
+def later(seconds):
+    return mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=seconds))
+
+
+@pytest.fixture
+def researcher_client(client, researcher):
+    client.force_login(researcher)
+    return client
+
+
+@pytest.fixture
+def worker_client(client, make_user):
+    user = make_user("wanda")
+    client.force_login(user)
+    client.user = user
+    return client
+
+
+def campaign_fields(**overrides):
+    fields = {
+        "title": "Plausible or not", "instructions": "Is it **plausible**?", "schema": "binary",
+        "positive_text": "Plausible", "negative_text": "Implausible", "scale_min": 1, "scale_max": 4,
+        "binarization": "", "k": 3, "lease_seconds": 300, "max_labels_per_worker": "", "policy": "random",
+    }
+    fields.update(overrides)
+    return fields
+
+
+# --- home and researcher pages ----------------------------------------------------------------------
+
+
+def test_home_for_visitors_describes_chorus_and_links_to_sign_in(client):
+    response = client.get("/")
+    assert response.status_code == 200
+    assert b"Chorus collects labels" in response.content
+    assert reverse("login").encode() in response.content
+
+
+def test_home_lists_the_researchers_campaigns_with_progress(researcher_client, make_campaign, make_user):
+    mine = make_campaign(4, k=2, title="Mine")
+    other = services.campaign_create(owner=make_user("someone"), title="Not mine")
+    response = researcher_client.get("/")
+    listed = [campaign for campaign, _ in response.context["campaigns"]]
+    assert listed == [mine]
+    assert b"0 / 8 labels" in response.content
+    assert other.title.encode() not in response.content
+
+
+def test_create_a_binary_campaign(researcher_client, researcher):
+    response = researcher_client.post(reverse("campaign_create"), campaign_fields())
+    campaign = Campaign.objects.get()
+    assert response.status_code == 302 and response.url == reverse("campaign_detail", args=[campaign.slug])
+    assert (campaign.owner, campaign.title, campaign.k, campaign.lease_seconds) == (researcher, "Plausible or not", 3, 300)
+    assert (campaign.positive_text, campaign.negative_text, campaign.binarization) == ("Plausible", "Implausible", {})
+    assert campaign.max_labels_per_worker is None and campaign.status == "draft"
+
+
+def test_create_a_rating_campaign_with_its_binarization(researcher_client):
+    fields = campaign_fields(schema="rating", scale_min=0, scale_max=10, binarization="0=0, 1=0, 9=1; 10=1",
+                             max_labels_per_worker=50, policy="fill_first")
+    researcher_client.post(reverse("campaign_create"), fields)
+    campaign = Campaign.objects.get()
+    assert (campaign.scale_min, campaign.scale_max) == (0, 10)
+    assert campaign.binarization == {"0": 0, "1": 0, "9": 1, "10": 1}
+    assert (campaign.max_labels_per_worker, campaign.policy) == (50, "fill_first")
+
+
+@pytest.mark.parametrize(
+    "overrides, field, message",
+    [
+        ({"schema": "rating", "binarization": ""}, "binarization", "Rating scales need a binarization"),
+        ({"schema": "rating", "binarization": "1=2"}, "binarization", "is not of the form"),
+        ({"schema": "rating", "binarization": "7=1"}, "binarization", "outside the scale 1–4"),
+        ({"schema": "rating", "scale_min": 5, "scale_max": 5, "binarization": "5=1"}, "scale_max", "must be above"),
+        ({"k": 0}, "k", "greater than or equal to 1"),
+        ({"title": ""}, "title", "required"),
+    ],
+)
+def test_create_refuses_bad_settings_and_creates_nothing(researcher_client, overrides, field, message):
+    response = researcher_client.post(reverse("campaign_create"), campaign_fields(**overrides))
+    assert response.status_code == 200
+    assert any(message in error for error in response.context["form"].errors[field])
+    assert not Campaign.objects.exists()
+
+
+def test_edit_shows_the_services_refusal_for_frozen_fields(researcher_client, make_campaign):
+    campaign = make_campaign(3, k=3, launch=False)
+    url = reverse("campaign_edit", args=[campaign.slug])
+    response = researcher_client.post(url, campaign_fields(title="Renamed", k=4))
+    assert response.status_code == 200
+    assert "k cannot change once prompts are imported." in response.context["form"].non_field_errors()
+    campaign.refresh_from_db()
+    assert (campaign.k, campaign.title) == (3, "Test campaign")
+
+    response = researcher_client.post(url, campaign_fields(title="Renamed", k=3, instructions="New *words*"))
+    assert response.status_code == 302
+    campaign.refresh_from_db()
+    assert (campaign.title, campaign.instructions) == ("Renamed", "New *words*")
+
+
+def test_upload_prompts_then_launch_pause_resume_close(researcher_client, researcher):
+    campaign = services.campaign_create(owner=researcher, title="Life cycle", k=2)
+    upload = SimpleUploadedFile("prompts.jsonl", prompts_jsonl(5), content_type="application/jsonl")
+    response = researcher_client.post(reverse("campaign_import", args=[campaign.slug]), {"file": upload}, follow=True)
+    assert "Imported 5 prompts from prompts.jsonl." in messages_of(response)
+    assert (Prompt.objects.filter(campaign=campaign).count(), Slot.objects.filter(campaign=campaign).count()) == (5, 10)
+    assert b"0</strong> of 10 labels" in response.content
+
+    for action, status in [("launch", "live"), ("pause", "paused"), ("resume", "live"), ("close", "closed")]:
+        response = researcher_client.post(reverse("campaign_transition", args=[campaign.slug, action]), follow=True)
+        campaign.refresh_from_db()
+        assert campaign.status == status
+        assert f"The campaign is {status}." in messages_of(response)
+
+
+def test_a_refused_transition_is_shown_and_changes_nothing(researcher_client, researcher):
+    campaign = services.campaign_create(owner=researcher, title="Empty")
+    response = researcher_client.post(reverse("campaign_transition", args=[campaign.slug, "launch"]), follow=True)
+    assert "Import prompts before launching." in messages_of(response)
+    response = researcher_client.post(reverse("campaign_transition", args=[campaign.slug, "pause"]), follow=True)
+    assert "Cannot pause a campaign that is draft." in messages_of(response)
+    campaign.refresh_from_db()
+    assert campaign.status == "draft"
+
+
+def test_a_bad_upload_lists_each_line_and_imports_nothing(researcher_client, make_campaign):
+    campaign = make_campaign(2, launch=False)
+    before = (Prompt.objects.count(), Slot.objects.count(), ImportBatch.objects.count())
+    data = b'{"id": "x1", "text": "fine"}\n{"id": "x2", "text": ""}\nnot json\n'
+    response = researcher_client.post(
+        reverse("campaign_import", args=[campaign.slug]), {"file": SimpleUploadedFile("bad.jsonl", data)}
+    )
+    assert response.status_code == 400
+    assert response.context["import_errors"] == [
+        (2, "empty text for id 'x2'"), (3, "not valid JSON (Expecting value at column 1)"),
+    ]
+    assert b"Line 2: empty text for id" in response.content and b"Line 3: not valid JSON" in response.content
+    assert (Prompt.objects.count(), Slot.objects.count(), ImportBatch.objects.count()) == before
+
+
+@override_settings(CHORUS_MAX_IMPORT_BYTES=100)
+def test_an_oversize_upload_is_refused_before_it_is_read(researcher_client, make_campaign):
+    campaign = make_campaign(0, launch=False)
+    upload = SimpleUploadedFile("big.jsonl", prompts_jsonl(10))
+    response = researcher_client.post(reverse("campaign_import", args=[campaign.slug]), {"file": upload})
+    assert response.status_code == 400
+    assert "the limit is 100" in response.context["upload_form"].errors["file"][0]
+    assert not Prompt.objects.exists()
+
+
+def test_export_downloads_stream_csv_and_jsonl(researcher_client, make_campaign, make_worker):
+    campaign = make_campaign(1, k=1)
+    worker = make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="t")
+
+    response = researcher_client.get(reverse("campaign_export", args=[campaign.slug, "csv"]))
+    assert response.streaming and response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"] == f'attachment; filename="{campaign.slug}-labels.csv"'
+    lines = b"".join(response.streaming_content).decode().splitlines()
+    assert lines[0].startswith("worker,prompt,value,gold") and lines[1].startswith(f"native:{worker.external_id},p0,1,0,")
+
+    response = researcher_client.get(reverse("campaign_export", args=[campaign.slug, "jsonl"]), {"pseudonymize": "1"})
+    row = json.loads(b"".join(response.streaming_content))
+    assert row["prompt"] == "p0" and row["worker"].startswith("w-") and "native" not in row["worker"]
+
+    assert researcher_client.get(reverse("campaign_export", args=[campaign.slug, "xlsx"])).status_code == 400
+
+
+def test_invitation_link_is_shown_to_copy(researcher_client, make_campaign):
+    campaign = make_campaign(1)
+    response = researcher_client.post(reverse("campaign_invitation", args=[campaign.slug]))
+    assert response.status_code == 200
+    url = re.search(rb'value="(http://testserver/w/[^"]+/join/[^"]+/)"', response.content).group(1).decode()
+    assert url.startswith(f"http://testserver/w/{campaign.slug}/join/")
+
+
+@pytest.mark.parametrize(
+    "name, method, args",
+    [
+        ("campaign_detail", "get", []),
+        ("campaign_edit", "post", []),
+        ("campaign_import", "post", []),
+        ("campaign_transition", "post", ["pause"]),
+        ("campaign_export", "get", ["csv"]),
+        ("campaign_invitation", "post", []),
+    ],
+)
+def test_someone_elses_campaign_is_a_404(client, make_user, make_campaign, name, method, args):
+    campaign = make_campaign(2)
+    client.force_login(make_user("stranger"))
+    response = getattr(client, method)(reverse(name, args=[campaign.slug, *args]))
+    assert response.status_code == 404
+    campaign.refresh_from_db()
+    assert campaign.status == "live"
+
+
+def test_collaborators_and_staff_may_manage_a_campaign(client, make_user, make_campaign):
+    campaign = make_campaign(2)
+    colleague = make_user("colleague")
+    campaign.collaborators.add(colleague)
+    for user in (colleague, make_user("staffer", is_staff=True)):
+        client.force_login(user)
+        assert client.get(reverse("campaign_detail", args=[campaign.slug])).status_code == 200
+
+
+def test_researcher_pages_need_a_sign_in(client, make_campaign):
+    campaign = make_campaign(1)
+    response = client.get(reverse("campaign_detail", args=[campaign.slug]))
+    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+
+
+# --- accounts ---------------------------------------------------------------------------------------
+
+
+def test_sign_up_signs_in_and_follows_a_safe_next(client, make_campaign):
+    campaign = make_campaign(1)
+    target = reverse("worker_campaign", args=[campaign.slug])
+    response = client.post(
+        reverse("signup") + f"?next={target}",
+        {"username": "newbie", "password1": "a-long-pass-phrase", "password2": "a-long-pass-phrase", "next": target},
+    )
+    assert response.status_code == 302 and response.url == target
+    assert client.get(target).context["user"].username == "newbie"
+
+
+def test_sign_up_ignores_an_offsite_next(client):
+    response = client.post(
+        reverse("signup"),
+        {"username": "n2", "password1": "a-long-pass-phrase", "password2": "a-long-pass-phrase",
+         "next": "https://evil.example/"},
+    )
+    assert response.status_code == 302 and response.url == reverse("home")
+
+
+# --- the worker loop --------------------------------------------------------------------------------
+
+
+def test_worker_page_shows_sanitised_instructions_and_a_start_button(worker_client, researcher):
+    campaign = services.campaign_create(
+        owner=researcher, title="Safe", instructions="Say **yes**.<script>alert(1)</script>"
+    )
+    services.prompts_import(campaign=campaign, data=prompts_jsonl(1), filename="p.jsonl")
+    services.campaign_transition(campaign=campaign, action="launch")
+    response = worker_client.get(reverse("worker_campaign", args=[campaign.slug]))
+    assert b"Say <strong>yes</strong>." in response.content
+    assert b"<script>alert" not in response.content
+    assert reverse("worker_next", args=[campaign.slug]).encode() in response.content
+
+
+def test_anonymous_workers_are_sent_to_sign_in(client, make_campaign):
+    campaign = make_campaign(1)
+    page = client.get(reverse("worker_campaign", args=[campaign.slug]))
+    assert reverse("signup").encode() in page.content
+    response = client.get(reverse("worker_next", args=[campaign.slug]))
+    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+
+
+def test_a_worker_labels_until_nothing_is_left(worker_client, make_campaign):
+    campaign = make_campaign(3, k=2)
+    next_url = reverse("worker_next", args=[campaign.slug])
+    for done in range(3):
+        response = worker_client.get(next_url)
+        assert response.status_code == 302
+        task = worker_client.get(response.url)
+        assert task.status_code == 200
+        assert task.context["done"] == done
+        assert f'<strong class="done-count">{done}</strong>'.encode() in task.content
+        assert b'data-key="t"' in task.content and b'data-key="f"' in task.content
+        prompt = task.context["prompt"]
+        assert prompt.text.encode() in task.content
+        response = worker_client.post(
+            response.url, {"value": "1", "client_token": task.context["client_token"]}, follow=True
+        )
+        assert f"Saved. You have labeled {done + 1} so far." in messages_of(response)
+    assert response.context["code"] == "nothing_left"
+    assert b"There is nothing left for you to label in this campaign." in response.content
+    assert Label.objects.filter(worker__user=worker_client.user).count() == 3
+
+
+def test_a_double_submission_counts_once(worker_client, make_campaign):
+    campaign = make_campaign(2, k=1)
+    task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
+    token = worker_client.get(task_url).context["client_token"]
+    first = worker_client.post(task_url, {"value": "0", "client_token": token})
+    second = worker_client.post(task_url, {"value": "0", "client_token": token}, follow=True)
+    assert first.status_code == 302
+    assert "Saved. You have labeled 1 so far." in messages_of(second)
+    assert Label.objects.count() == 1
+
+
+def test_a_bad_value_is_refused_on_the_same_page_and_the_worker_can_continue(worker_client, make_campaign):
+    campaign = make_campaign(1, k=1)
+    task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
+    response = worker_client.post(task_url, {"value": "7", "client_token": "tok-1"})
+    assert response.status_code == 400
+    assert b"The label must be one of 0, 1; got 7." in response.content
+    assert not Label.objects.exists()
+    response = worker_client.post(task_url, {"value": "1", "client_token": response.context["client_token"]})
+    assert response.status_code == 302 and Label.objects.count() == 1
+
+
+def test_a_label_after_the_lease_expired_is_refused_with_a_message(worker_client, make_campaign):
+    campaign = make_campaign(2, k=1, lease_seconds=60)
+    task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
+    with later(61):
+        response = worker_client.post(task_url, {"value": "1", "client_token": "late"}, follow=True)
+    assert any("Your time on this prompt ran out" in m for m in messages_of(response))
+    assert not Label.objects.exists()
+    assert response.context["prompt"] is not None  # the next prompt is offered
+
+
+def test_opening_an_expired_task_moves_on(worker_client, make_campaign):
+    campaign = make_campaign(2, k=1, lease_seconds=60)
+    task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
+    with later(61):
+        response = worker_client.get(task_url, follow=True)
+        assert "Your time on that prompt ran out; here is another one." in messages_of(response)
+        assert response.redirect_chain[-1][0] != task_url
+
+
+def test_stop_releases_the_lease_and_the_prompt_is_not_offered_again(worker_client, make_campaign):
+    campaign = make_campaign(1, k=1)
+    task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
+    lease = Lease.objects.get()
+    response = worker_client.post(reverse("worker_stop", args=[campaign.slug, lease.pk]), follow=True)
+    assert any("You stopped" in m for m in messages_of(response))
+    lease.refresh_from_db()
+    assert lease.status == Lease.Status.RELEASED
+    assert Slot.objects.get().lease_id is None
+    response = worker_client.post(task_url, {"value": "1", "client_token": "after-stop"}, follow=True)
+    assert "You gave this prompt back; ask for a new one." in messages_of(response)
+    assert response.context["code"] == "nothing_left"
+
+
+def test_heartbeat_extends_the_lease_and_reports_an_ended_one(worker_client, make_campaign):
+    campaign = make_campaign(1, k=1, lease_seconds=60)
+    task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
+    lease = Lease.objects.get()
+    page = worker_client.get(task_url)
+    heartbeat = reverse("worker_heartbeat", args=[campaign.slug, lease.pk])
+    assert f'data-heartbeat-url="{heartbeat}" data-heartbeat-ms="20000"'.encode() in page.content
+    with later(50):
+        response = worker_client.post(heartbeat)
+    assert response.status_code == 200
+    lease.refresh_from_db()
+    assert response.json() == {"expires_at": lease.expires_at.isoformat()}
+    assert lease.expires_at > lease.created_at + timedelta(seconds=100)
+    with later(500):
+        response = worker_client.post(heartbeat)
+    assert response.status_code == 409 and response.json()["code"] == "lease_ended"
+
+
+def test_another_workers_task_is_a_404(client, make_user, make_campaign):
+    campaign = make_campaign(2, k=1)
+    client.force_login(make_user("first"))
+    task_url = client.get(reverse("worker_next", args=[campaign.slug])).url
+    client.force_login(make_user("second"))
+    assert client.get(task_url).status_code == 404
+    assert client.post(task_url, {"value": "1", "client_token": "steal"}).status_code == 404
+    assert not Label.objects.exists()
+
+
+def test_a_paused_campaign_says_why_there_is_nothing(worker_client, make_campaign):
+    campaign = make_campaign(2)
+    services.campaign_transition(campaign=campaign, action="pause")
+    response = worker_client.get(reverse("worker_next", args=[campaign.slug]))
+    assert response.status_code == 200
+    assert response.context["code"] == "campaign_paused"
+    assert b"This campaign is paused." in response.content
+
+
+def test_the_cap_per_worker_ends_the_loop_with_its_reason(worker_client, make_campaign):
+    campaign = make_campaign(5, k=1, max_labels_per_worker=1)
+    task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
+    response = worker_client.post(task_url, {"value": "1", "client_token": "one"}, follow=True)
+    assert response.context["code"] == "cap_reached"
+    assert b"You have given the 1 labels this campaign allows per worker." in response.content
+
+
+def test_per_option_rating_takes_one_value_per_option(worker_client, researcher):
+    campaign = services.campaign_create(
+        owner=researcher, title="Options", schema="option_rating", scale_min=1, scale_max=4, k=1,
+        binarization={"1": 0, "2": 0, "3": 1, "4": 1},
+    )
+    data = json.dumps({"id": "q1", "text": "Which answers fit?", "options": ["red", "green", "blue"]}).encode()
+    services.prompts_import(campaign=campaign, data=data, filename="q.jsonl")
+    services.campaign_transition(campaign=campaign, action="launch")
+    task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
+    page = worker_client.get(task_url)
+    for number in range(3):
+        assert f'name="value_{number}" value="4" data-key="4"'.encode() in page.content
+    response = worker_client.post(task_url, {"value_0": "1", "value_1": "4", "client_token": "x"})
+    assert response.status_code == 400
+    assert b"The rating of option 3 must be one of 1, 2, 3, 4; got None." in response.content
+    worker_client.post(task_url, {"value_0": "1", "value_1": "4", "value_2": "3", "client_token": "y"})
+    assert Label.objects.get().value == [1, 4, 3]
+
+
+# --- invitation links -------------------------------------------------------------------------------
+
+
+def test_an_invitation_creates_a_guest_account_on_one_click(client, make_campaign):
+    campaign = make_campaign(2)
+    url = reverse("worker_join", args=[campaign.slug, invitation_token(campaign)])
+    users_before = get_user_model().objects.count()
+    page = client.get(url)
+    assert page.status_code == 200 and b"Start as a guest" in page.content
+    assert get_user_model().objects.count() == users_before  # a GET (link preview) creates nobody
+    response = client.post(url, follow=True)
+    guest = response.context["user"]
+    assert guest.is_authenticated and guest.username.startswith("guest-") and not guest.has_usable_password()
+    assert response.redirect_chain[-1][0] == reverse("worker_campaign", args=[campaign.slug])
+    assert client.get(reverse("worker_next", args=[campaign.slug])).status_code == 302
+    assert Lease.objects.get().worker.user == guest
+
+
+@pytest.mark.parametrize("problem", ["tampered", "other_campaign", "expired"])
+def test_a_bad_invitation_is_refused_and_creates_nobody(client, make_campaign, problem):
+    campaign = make_campaign(1)
+    other = make_campaign(1, title="Other")
+    token = invitation_token(other if problem == "other_campaign" else campaign)
+    if problem == "tampered":
+        token = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    users_before = get_user_model().objects.count()
+    with override_settings(CHORUS_INVITATION_MAX_AGE=-1 if problem == "expired" else 3600):
+        response = client.post(reverse("worker_join", args=[campaign.slug, token]))
+    assert response.status_code == 403
+    assert b"This invitation link does not work" in response.content
+    assert get_user_model().objects.count() == users_before

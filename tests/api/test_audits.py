@@ -1,0 +1,62 @@
+"""The audit endpoints: what the dashboard shows, snapshot history, reports, recompute; managers only."""
+import pytest
+
+from annotation import services
+from audits.models import AuditSnapshot
+from audits.services import audit_full, audit_refresh
+from tests.api.test_worker_loop import assert_error
+
+pytestmark = [pytest.mark.django_db]
+
+
+@pytest.fixture
+def audited(make_campaign, make_worker):
+    campaign = make_campaign(6, k=3)
+    workers = [make_worker() for _ in range(3)]
+    for n, worker in enumerate(workers):
+        while not isinstance(lease := services.lease_acquire(campaign=campaign, worker=worker), services.NothingLeft):
+            value = (lease.prompt_id + n) % 2
+            services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
+    audit_refresh(campaign_id=campaign.pk)
+    audit_full(campaign_id=campaign.pk)
+    return campaign, workers
+
+
+def test_the_audit_as_the_dashboard_sees_it(audited, researcher, api):
+    campaign, _ = audited
+    body = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/audit/").json()
+    assert body["campaign"]["slug"] == campaign.slug
+    assert body["status"]["labels"] == 18 and body["status"]["behind"] == 0
+    assert body["full"]["watermark"] == 18
+
+
+def test_snapshot_history_and_report(audited, researcher, api):
+    campaign, _ = audited
+    client = api(researcher)
+    base = f"/api/v1/campaigns/{campaign.slug}/audit"
+    full = client.get(f"{base}/snapshots/?kind=full").json()["results"]
+    assert [s["watermark"] for s in full] == [18] and full[0]["kind"] == "full"
+    stored = AuditSnapshot.objects.get(campaign=campaign, kind="full")
+    assert client.get(f"{base}/report.json").json() == stored.data
+    markdown = client.get(f"{base}/report.md")
+    assert markdown["Content-Type"].startswith("text/markdown") and campaign.slug in markdown.content.decode()
+    assert "kind" in assert_error(client.get(f"{base}/snapshots/?kind=everything"), 400, "invalid")["fields"]
+
+
+def test_no_report_before_a_full_audit(make_campaign, researcher, api):
+    campaign = make_campaign(2)
+    assert_error(api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/audit/report.json"), 404, "not_found")
+
+
+def test_recompute_is_queued(audited, researcher, api):
+    campaign, _ = audited
+    response = api(researcher).post(f"/api/v1/campaigns/{campaign.slug}/audit/recompute/")
+    assert response.status_code == 202 and isinstance(response.json()["queued"], bool)
+
+
+def test_workers_never_see_the_audit(audited, api):
+    campaign, workers = audited
+    client = api(workers[0].user)
+    for path in ("", "snapshots/", "report.json", "report.md"):
+        assert_error(client.get(f"/api/v1/campaigns/{campaign.slug}/audit/{path}"), 404, "not_found")
+    assert_error(client.post(f"/api/v1/campaigns/{campaign.slug}/audit/recompute/"), 404, "not_found")

@@ -1,0 +1,289 @@
+"""Every URL of Chorus (UI and API) × every role: allowed, or refused the same way everywhere.
+
+The table below has one row per URL pattern, found by walking the URL resolver. A pattern without
+a row fails ``test_every_url_pattern_has_a_row``, so no endpoint ships without a decision on who
+may use it. Admin URLs share one rule: staff only.
+
+To add a row: find the helper that states the rule (``managers``, ``owners``, ``signed_in``, ...),
+give it the method and the status a permitted request gets on the standard world below, and, for
+a URL kwarg the world does not know, pass it in ``kwargs``.
+
+Refusals are consistent: a campaign or lease that is not yours answers 404 (as if it did not exist);
+a campaign you manage but may not share answers 403; anonymous API calls get 401, anonymous page
+requests a redirect to the sign-in page.
+"""
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.urls import URLResolver, get_resolver, reverse
+from rest_framework.test import APIClient
+
+from annotation import services
+from annotation.channels.services import publication_create_panel
+from annotation.views.invitations import invitation_token
+from audits.services import audit_full
+from tests.conftest import prompts_jsonl
+
+ROLES = ("anonymous", "worker", "owner", "other", "collaborator", "staff")
+SIGNED_IN = ROLES[1:]
+LOGIN = "login"  # a redirect to the sign-in page
+ADMIN_LOGIN = "admin-login"  # a redirect to the admin's sign-in page
+
+
+@dataclass(frozen=True)
+class Probe:
+    method: str
+    expect: dict  # role → status code, LOGIN or ADMIN_LOGIN
+    kwargs: dict = field(default_factory=dict)  # URL kwargs: a value, or W("name") for a value of the world
+    data: object = None
+    query: dict = field(default_factory=dict)  # a query string, for GET
+    prepare: object = None  # prepare(world): extra state this probe needs (kept out of the world: cost)
+
+
+@dataclass(frozen=True)
+class W:
+    """A value of the world, by name (see the ``world`` fixture)."""
+
+    name: str
+
+
+def everyone(method, status, **extra) -> Probe:
+    return Probe(method, {role: status for role in ROLES}, **extra)
+
+
+def signed_in(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
+    return Probe(method, {"anonymous": anonymous, **{role: ok for role in SIGNED_IN}}, **extra)
+
+
+def managers(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
+    """The campaign's owner, its collaborators and staff; 404 for everybody else."""
+    expect = {"anonymous": anonymous, "worker": 404, "other": 404, "owner": ok, "collaborator": ok, "staff": ok}
+    return Probe(method, expect, **extra)
+
+
+def owners(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
+    """The campaign's owner and staff; collaborators see the campaign but get 403."""
+    expect = {"anonymous": anonymous, "worker": 404, "other": 404, "owner": ok, "collaborator": 403, "staff": ok}
+    return Probe(method, expect, **extra)
+
+
+def lease_holder(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
+    """Only the worker holding the lease; everybody else's view of it is a 404."""
+    return Probe(method, {"anonymous": anonymous, **{role: 404 for role in SIGNED_IN}, "worker": ok}, **extra)
+
+
+def full_audit(world) -> None:
+    """A label by somebody outside the roles, and a full audit of it."""
+    campaign = world["campaign"]
+    bystander = services.worker_get_or_create(channel="panel", external_id="bystander")
+    lease = services.lease_acquire(campaign=campaign, worker=bystander)
+    services.label_submit(lease_id=lease.pk, worker=bystander, value=1, client_token="bystander")
+    assert audit_full(campaign_id=campaign.pk) is not None
+
+
+API = {"anonymous": 401}
+ROWS = {"value": 1, "client_token": "matrix"}
+
+TABLE: dict[str, list[Probe]] = {
+    # --- Accounts (django.contrib.auth) and sign-up -------------------------------------------
+    "accounts/signup/": [everyone("GET", 200)],
+    "accounts/login/": [everyone("GET", 200)],
+    "accounts/logout/": [everyone("POST", 302)],
+    "accounts/password_change/": [signed_in("GET", 200)],
+    "accounts/password_change/done/": [signed_in("GET", 200)],
+    "accounts/password_reset/": [everyone("GET", 200)],
+    "accounts/password_reset/done/": [everyone("GET", 200)],
+    "accounts/reset/<uidb64>/<token>/": [everyone("GET", 200, kwargs={"uidb64": "MQ", "token": "bad-token"})],
+    "accounts/reset/done/": [everyone("GET", 200)],
+    # --- API: schema, sign-in ---------------------------------------------------------------------
+    "api/schema/": [everyone("GET", 200)],
+    "api/docs/": [everyone("GET", 200)],
+    "api/v1/auth/token/": [everyone("POST", 400, data={"username": "nobody", "password": "wrong-password"})],
+    # --- API: workers -----------------------------------------------------------------------------
+    "api/v1/campaigns/<slug:slug>/next-task/": [signed_in("POST", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/my-labels/": [signed_in("GET", 200, **API)],
+    "api/v1/leases/<int:lease_id>/heartbeat/": [lease_holder("POST", 200, **API)],
+    "api/v1/leases/<int:lease_id>/submit/": [lease_holder("POST", 201, data=ROWS, **API)],
+    "api/v1/leases/<int:lease_id>/release/": [lease_holder("POST", 204, **API)],
+    # --- API: researchers -------------------------------------------------------------------------
+    "api/v1/campaigns/": [signed_in("GET", 200, **API), signed_in("POST", 201, data={"title": "New"}, **API)],
+    "api/v1/campaigns/<slug:slug>/": [
+        managers("GET", 200, **API),
+        managers("PATCH", 200, data={"title": "Renamed"}, **API),
+    ],
+    # The world's campaign is live: launch and resume are refused by the life cycle (409), which
+    # only happens after the permission check passed.
+    "api/v1/campaigns/<slug:slug>/launch/": [managers("POST", 409, **API)],
+    "api/v1/campaigns/<slug:slug>/pause/": [managers("POST", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/resume/": [managers("POST", 409, **API)],
+    "api/v1/campaigns/<slug:slug>/close/": [managers("POST", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/progress/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/prompts/": [managers("POST", 201, data=[{"id": "new", "text": "New"}], **API)],
+    "api/v1/campaigns/<slug:slug>/collaborators/": [
+        managers("GET", 200, **API),
+        owners("POST", 201, data={"username": "other"}, **API),
+    ],
+    "api/v1/campaigns/<slug:slug>/collaborators/<str:username>/": [owners("DELETE", 204, **API)],
+    "api/v1/campaigns/<slug:slug>/labels/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/labels.csv": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/labels.jsonl": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/audit/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/audit/snapshots/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/audit/report.json": [managers("GET", 200, prepare=full_audit, **API)],
+    "api/v1/campaigns/<slug:slug>/audit/report.md": [managers("GET", 200, prepare=full_audit, **API)],
+    "api/v1/campaigns/<slug:slug>/audit/recompute/": [managers("POST", 202, **API)],
+    # --- Pages: researchers -----------------------------------------------------------------------
+    "": [everyone("GET", 200)],
+    "campaigns/new/": [signed_in("GET", 200)],
+    "campaigns/<slug:slug>/": [managers("GET", 200)],
+    "campaigns/<slug:slug>/edit/": [managers("GET", 200)],
+    "campaigns/<slug:slug>/import/": [managers("POST", 400)],  # no file: the form's error page
+    "campaigns/<slug:slug>/invitation/": [managers("POST", 200)],
+    "campaigns/<slug:slug>/export.<str:fmt>": [managers("GET", 200)],
+    r"^campaigns/(?P<slug>[-\w]+)/(?P<action>launch|pause|resume|close)/$": [
+        managers("POST", 302, kwargs={"action": "pause"})
+    ],
+    # --- Pages: workers ---------------------------------------------------------------------------
+    "w/<slug:slug>/": [everyone("GET", 200)],
+    "w/<slug:slug>/join/<str:token>/": [signed_in("GET", 302, anonymous=200)],
+    "w/<slug:slug>/next/": [signed_in("GET", 302)],
+    "w/<slug:slug>/task/<int:lease_id>/": [lease_holder("GET", 200)],
+    "w/<slug:slug>/task/<int:lease_id>/heartbeat/": [lease_holder("POST", 200)],
+    "w/<slug:slug>/task/<int:lease_id>/stop/": [lease_holder("POST", 302)],
+    # --- Pages: audits ----------------------------------------------------------------------------
+    "audits/<slug:slug>/": [managers("GET", 200)],
+    "audits/<slug:slug>/data.json": [managers("GET", 200, anonymous=404)],  # polled by the page: no redirect
+    "audits/<slug:slug>/report.<str:fmt>": [managers("GET", 200, kwargs={"fmt": "json"}, prepare=full_audit)],
+    "audits/<slug:slug>/recompute/": [managers("POST", 302)],
+    # --- Channels: MTurk's frame and panel links authenticate by signed token or panel session, not
+    # by role, so every role gets the same answer without them ------------------------------------
+    "channels/mturk/task/": [everyone("GET", 404)],  # no publication parameter
+    "channels/mturk/task/submit/": [everyone("POST", 400)],  # no signed token
+    "channels/mturk/task/heartbeat/": [everyone("POST", 400)],
+    "channels/panel/<slug:slug>/": [
+        everyone("GET", 400, kwargs={"slug": W("panel_slug")}),  # no participant id
+        everyone("GET", 302, kwargs={"slug": W("panel_slug")}, query={"PROLIFIC_PID": "p1", "STUDY_ID": "s1"}),
+    ],
+    "channels/panel/<slug:slug>/next/": [everyone("GET", 403, kwargs={"slug": W("panel_slug")})],  # no session
+    "channels/panel/<slug:slug>/task/<int:lease_id>/": [everyone("GET", 403, kwargs={"slug": W("panel_slug")})],
+    "channels/panel/<slug:slug>/task/<int:lease_id>/heartbeat/": [
+        everyone("POST", 403, kwargs={"slug": W("panel_slug")})
+    ],
+    "channels/panel/<slug:slug>/done/": [everyone("GET", 403, kwargs={"slug": W("panel_slug")})],
+    # --- Channels: researchers --------------------------------------------------------------------
+    "channels/campaigns/<slug:slug>/": [managers("GET", 200)],
+    "channels/campaigns/<slug:slug>/mturk/": [managers("GET", 200)],
+    "channels/campaigns/<slug:slug>/panel/": [managers("GET", 200)],
+    "channels/publications/<int:pk>/": [managers("GET", 200)],
+    "channels/publications/<int:pk>/withdraw/": [managers("POST", 302)],
+}
+
+ADMIN_PREFIX = "admin/"
+
+
+def _admin_probe() -> Probe:
+    expect = {role: ADMIN_LOGIN for role in ROLES}
+    expect["staff"] = 200
+    return Probe("GET", expect)
+
+
+def url_patterns():
+    """(route, kwarg names, URL name) for every pattern the resolver knows, includes flattened."""
+
+    def walk(resolver, prefix, namespace):
+        for pattern in resolver.url_patterns:
+            route = prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                yield from walk(pattern, route, namespace + (f"{pattern.namespace}:" if pattern.namespace else ""))
+            else:
+                names = tuple(pattern.pattern.regex.groupindex)
+                yield route, names, (namespace + pattern.name) if pattern.name else None
+
+    return list(walk(get_resolver(), "", ""))
+
+
+def test_every_url_pattern_has_a_row():
+    routes = {route for route, _, _ in url_patterns()}
+    missing = sorted(r for r in routes if r not in TABLE and not r.startswith(ADMIN_PREFIX))
+    stale = sorted(set(TABLE) - routes)
+    assert not missing, f"URL patterns without a row in the permission table: {missing}"
+    assert not stale, f"rows for URL patterns that no longer exist: {stale}"
+
+
+def _cases():
+    for route, probes in TABLE.items():
+        for probe in probes:
+            for role in ROLES:
+                yield pytest.param(route, probe, role, id=f"{probe.method} /{route} as {role}")
+
+
+@pytest.fixture
+def world(db):
+    """Alpha (live, owned by 'owner', shared with 'collaborator', with a panel publication), in which
+    'worker' holds a lease; Beta, owned by 'other'; 'staff' is staff and
+    superuser. No passwords: sign-in is forced."""
+    User = get_user_model()
+    users = {role: User.objects.create(username=role) for role in SIGNED_IN}
+    users["staff"].is_staff = users["staff"].is_superuser = True
+    users["staff"].save()
+    alpha = services.campaign_create(owner=users["owner"], title="Alpha", k=2)
+    services.prompts_import(campaign=alpha, data=prompts_jsonl(3), filename="a.jsonl")
+    alpha = services.campaign_transition(campaign=alpha, action="launch")
+    alpha.collaborators.add(users["collaborator"])
+    services.campaign_create(owner=users["other"], title="Beta")
+    lease = services.lease_acquire(campaign=alpha, worker=services.worker_for_user(user=users["worker"]))
+    panel = publication_create_panel(campaign=alpha, user=users["owner"], completion_code="DONE")
+    kwargs = {
+        "slug": alpha.slug, "lease_id": lease.pk, "username": "collaborator", "fmt": "csv",
+        "token": invitation_token(alpha), "pk": panel.pk, "panel_slug": panel.panel.slug,
+    }
+    return {"users": users, "kwargs": kwargs, "campaign": alpha}
+
+
+def _request(world, role, names, url_name, probe):
+    client = APIClient()
+    if role != "anonymous":
+        client.force_login(world["users"][role])
+    values = {**world["kwargs"], **probe.kwargs}
+    url = reverse(url_name, kwargs={
+        name: world["kwargs"][values[name].name] if isinstance(values[name], W) else values[name] for name in names
+    })
+    if probe.query:
+        url += "?" + urlencode(probe.query)
+    return getattr(client, probe.method.lower())(url, probe.data, format="json")
+
+
+@pytest.mark.parametrize("route, probe, role", list(_cases()))
+def test_permission(world, route, probe, role):
+    names, url_name = next((n, u) for r, n, u in url_patterns() if r == route)
+    if probe.prepare:
+        probe.prepare(world)
+    response = _request(world, role, names, url_name, probe)
+    _check(response, probe.expect[role])
+
+
+def _check(response, expected):
+    if expected == LOGIN:
+        assert response.status_code == 302 and response["Location"].startswith(reverse("login")), response
+    elif expected == ADMIN_LOGIN:
+        assert response.status_code == 302 and response["Location"].startswith(reverse("admin:login")), response
+    else:
+        assert response.status_code == expected, (response.status_code, getattr(response, "content", b"")[:300])
+
+
+def _admin_urls():
+    return ["admin:index"] + [
+        f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist" for model in admin.site._registry
+    ]
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("url_name", _admin_urls())
+def test_admin_is_for_staff_only(world, url_name, role):
+    client = APIClient()
+    if role != "anonymous":
+        client.force_login(world["users"][role])
+    _check(client.get(reverse(url_name)), _admin_probe().expect[role])

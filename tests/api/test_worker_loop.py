@@ -1,0 +1,169 @@
+"""The worker-loop API: next task, heartbeat, submit, release, and the error shape around them."""
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from annotation import services
+from annotation.models import Label, Lease
+
+pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
+
+
+def next_task(client, campaign):
+    return client.post(f"/api/v1/campaigns/{campaign.slug}/next-task/")
+
+
+def submit(client, lease_id, value=1, token="tok"):
+    return client.post(f"/api/v1/leases/{lease_id}/submit/", {"value": value, "client_token": token}, format="json")
+
+
+def assert_error(response, status, code):
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    return body["error"]
+
+
+def test_token_from_username_and_password_signs_api_calls(make_user, make_campaign, api):
+    campaign = make_campaign(2)
+    make_user("alice")
+    response = api().post("/api/v1/auth/token/", {"username": "alice", "password": "pw-for-tests-123"}, format="json")
+    assert response.status_code == 200
+    client = api()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {response.json()['token']}")
+    assert next_task(client, campaign).json()["lease"]["prompt"]["id"].startswith("p")
+
+
+def test_a_wrong_password_gets_no_token(make_user, api):
+    make_user("alice")
+    response = api().post("/api/v1/auth/token/", {"username": "alice", "password": "wrong"}, format="json")
+    assert_error(response, 400, "bad_credentials")
+
+
+def test_next_task_leases_one_prompt_without_its_gold(make_campaign, make_user, api):
+    campaign, user = make_campaign(3), make_user()
+    client = api(user)
+    body = next_task(client, campaign).json()
+    lease = Lease.objects.get(pk=body["lease"]["id"])
+    assert body == {
+        "lease": {
+            "id": lease.pk,
+            "expires_at": body["lease"]["expires_at"],
+            "prompt": {"id": lease.prompt.external_id, "text": lease.prompt.text, "options": []},
+        },
+        "worker_labels": 0,
+    }
+    assert parse_datetime(body["lease"]["expires_at"]) == lease.expires_at
+    assert lease.worker.user == user
+    assert next_task(client, campaign).json()["lease"]["id"] == lease.pk  # a reload keeps the lease
+
+
+def test_submit_acknowledges_once_and_a_retry_is_a_duplicate(make_campaign, make_user, api):
+    campaign, client = make_campaign(3), api(make_user())
+    lease_id = next_task(client, campaign).json()["lease"]["id"]
+    first = submit(client, lease_id, value=1, token="t-1")
+    assert first.status_code == 201
+    ack = first.json()
+    label = Label.objects.get()
+    assert ack == {
+        "label_id": label.pk, "prompt_id": label.prompt_id, "created_at": ack["created_at"],
+        "worker_labels": 1, "duplicate": False,
+    }
+    again = submit(client, lease_id, value=1, token="t-1")
+    assert again.status_code == 200
+    assert again.json() == {**ack, "duplicate": True}
+    assert_error(submit(client, lease_id, value=0, token="t-2"), 409, "already_labeled")
+    assert Label.objects.count() == 1
+    assert next_task(client, campaign).json()["worker_labels"] == 1
+
+
+def test_heartbeat_extends_the_lease(make_campaign, make_user, api):
+    campaign, client = make_campaign(1, lease_seconds=60), api(make_user())
+    lease = next_task(client, campaign).json()["lease"]
+    later = timezone.now() + timedelta(seconds=30)
+    with mock.patch("django.utils.timezone.now", return_value=later):
+        response = client.post(f"/api/v1/leases/{lease['id']}/heartbeat/")
+    assert response.status_code == 200
+    assert parse_datetime(response.json()["expires_at"]) == later + timedelta(seconds=60)
+    assert Lease.objects.get(pk=lease["id"]).expires_at == later + timedelta(seconds=60)
+
+
+def test_an_expired_lease_cannot_be_kept_alive_or_labeled(make_campaign, make_user, api):
+    campaign, client = make_campaign(1, lease_seconds=60), api(make_user())
+    lease_id = next_task(client, campaign).json()["lease"]["id"]
+    with mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=61)):
+        assert_error(client.post(f"/api/v1/leases/{lease_id}/heartbeat/"), 409, "lease_ended")
+        assert_error(submit(client, lease_id), 409, "lease_expired")
+    assert Label.objects.count() == 0
+
+
+def test_release_gives_the_prompt_back(make_campaign, make_user, api):
+    campaign, client = make_campaign(1, k=1), api(make_user())
+    lease_id = next_task(client, campaign).json()["lease"]["id"]
+    other = api(make_user())
+    assert next_task(other, campaign).json()["code"] == "nothing_left"
+    response = client.post(f"/api/v1/leases/{lease_id}/release/")
+    assert response.status_code == 204 and response.content == b""
+    assert Lease.objects.get(pk=lease_id).status == Lease.Status.RELEASED
+    assert next_task(other, campaign).json()["lease"] is not None
+    assert_error(submit(client, lease_id), 409, "lease_released")
+
+
+def test_nothing_left_says_why(make_campaign, make_user, api):
+    campaign, client = make_campaign(1, k=1), api(make_user())
+    lease_id = next_task(client, campaign).json()["lease"]["id"]
+    assert submit(client, lease_id).status_code == 201
+    body = next_task(client, campaign).json()
+    assert body["lease"] is None and body["code"] == "nothing_left" and "nothing left" in body["message"]
+    services.campaign_transition(campaign=campaign, action="pause")
+    body = next_task(api(make_user()), campaign).json()
+    assert body == {"lease": None, "code": "campaign_paused", "message": "This campaign is paused."}
+
+
+def test_another_workers_lease_does_not_exist_for_you(make_campaign, make_user, api):
+    campaign, owner = make_campaign(2), api(make_user())
+    lease_id = next_task(owner, campaign).json()["lease"]["id"]
+    intruder = api(make_user())
+    for action in ("heartbeat", "submit", "release"):
+        response = intruder.post(f"/api/v1/leases/{lease_id}/{action}/", {"value": 1, "client_token": "x"}, format="json")
+        assert_error(response, 404, "not_found")
+    assert_error(intruder.post("/api/v1/leases/999999/heartbeat/"), 404, "not_found")
+    assert Lease.objects.get(pk=lease_id).status == Lease.Status.ACTIVE
+    assert Label.objects.count() == 0
+
+
+def test_errors_have_one_shape(make_campaign, make_user, api):
+    campaign, client = make_campaign(2), api(make_user())
+    assert_error(api().post(f"/api/v1/campaigns/{campaign.slug}/next-task/"), 401, "not_authenticated")
+    assert_error(client.post("/api/v1/campaigns/no-such-campaign/next-task/"), 404, "not_found")
+    lease_id = next_task(client, campaign).json()["lease"]["id"]
+    missing = assert_error(client.post(f"/api/v1/leases/{lease_id}/submit/", {}, format="json"), 400, "invalid")
+    assert set(missing["fields"]) == {"value", "client_token"}
+    long_token = assert_error(submit(client, lease_id, token="x" * 65), 400, "invalid")
+    assert set(long_token["fields"]) == {"client_token"}
+    assert_error(submit(client, lease_id, value=7), 409, "bad_value")
+    assert_error(submit(client, lease_id, value=[1, 0]), 409, "bad_value")
+    broken = client.post(f"/api/v1/leases/{lease_id}/submit/", "{not json", content_type="application/json")
+    assert_error(broken, 400, "parse_error")
+    assert_error(client.get(f"/api/v1/leases/{lease_id}/submit/"), 405, "method_not_allowed")
+    assert Label.objects.count() == 0
+
+
+def test_k_workers_label_a_campaign_through_the_api(make_campaign, make_user, api):
+    campaign = make_campaign(4, k=3)
+    clients = [api(make_user()) for _ in range(4)]
+    acknowledged = 0
+    for _ in range(5):
+        for n, client in enumerate(clients):
+            lease = next_task(client, campaign).json()["lease"]
+            if lease:
+                assert submit(client, lease["id"], value=n % 2, token=f"{lease['id']}").status_code == 201
+                acknowledged += 1
+    assert acknowledged == 12
+    assert sorted(campaign.prompts.values_list("n_labels", flat=True)) == [3, 3, 3, 3]
+    assert Label.objects.values("prompt", "worker").distinct().count() == 12

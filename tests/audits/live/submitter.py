@@ -1,0 +1,67 @@
+"""The web side of the live-audit tests, as a separate process with production settings.
+
+Started by ``live.Submitter`` with the environment a web process would have (``REDIS_URL`` for the
+cache and the broker, the test database), so ``label_submit`` and its on-commit scheduling run
+exactly as in production. Reads one JSON command per line on stdin, answers one JSON line:
+
+    {"cmd": "submit", "campaign": 3, "n": 10, "values": [0, 1]}
+      -> {"ok": true, "acks": 10, "seconds": [...], "after": <epoch seconds after the last commit>}
+    {"cmd": "settings"} -> {"broker": ..., "cache": ...}
+"""
+import itertools
+import json
+import os
+import random
+import sys
+import time
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from annotation import services
+    from annotation.models import Campaign, Lease
+
+    rng = random.Random(int(os.environ.get("CHORUS_SUBMITTER_SEED", "1")))
+    seq = itertools.count(1)
+    prefix = os.environ.get("CHORUS_SUBMITTER_PREFIX", str(os.getpid()))
+    workers = []
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        command = json.loads(line)
+        try:
+            if command["cmd"] == "settings":
+                answer = {"broker": settings.CELERY_BROKER_URL, "cache": settings.CACHES["default"]["BACKEND"]}
+            elif command["cmd"] == "submit":
+                campaign = Campaign.objects.get(pk=command["campaign"])
+                values = command.get("values", [0, 1])
+                seconds, acks, attempts = [], 0, 0
+                while acks < command["n"] and attempts < command["n"] * 5:
+                    attempts += 1
+                    if len(workers) < command.get("workers", 8):
+                        workers.append(services.worker_get_or_create(channel="sim", external_id=f"{prefix}-{next(seq)}"))
+                    worker = rng.choice(workers)
+                    lease = services.lease_acquire(campaign=campaign, worker=worker)
+                    if not isinstance(lease, Lease):
+                        workers.remove(worker)
+                        continue
+                    started = time.perf_counter()
+                    services.label_submit(lease_id=lease.pk, worker=worker, value=rng.choice(values),
+                                          client_token=f"s{lease.pk}")
+                    seconds.append(time.perf_counter() - started)
+                    acks += 1
+                answer = {"acks": acks, "seconds": seconds, "after": time.time()}
+            else:
+                raise ValueError(f"unknown command {command['cmd']!r}")
+            answer["ok"] = True
+        except Exception as exc:  # report, keep serving
+            answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""The dashboard's pages: who may see them, what the JSON feed says, the report downloads."""
+import itertools
+import json
+
+import pytest
+from django.urls import reverse
+
+from annotation import services
+from annotation.models import Lease
+from annotation.selectors import campaign_progress
+from audits import render_markdown
+from audits import services as audit_services
+from audits.models import AuditSnapshot
+
+pytestmark = [pytest.mark.django_db]
+_seq = itertools.count(1)
+
+
+def _labels(campaign, values):
+    for value in values:
+        worker = services.worker_get_or_create(channel="sim", external_id=f"d{next(_seq)}")
+        lease = services.lease_acquire(campaign=campaign, worker=worker)
+        assert isinstance(lease, Lease)
+        services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
+
+
+@pytest.fixture
+def audited(make_campaign):
+    campaign = make_campaign(4, k=3)
+    _labels(campaign, [1, 0, 1, 1, 1, 0, 0, 1])
+    audit_services.audit_refresh(campaign_id=campaign.pk)
+    audit_services.audit_full(campaign_id=campaign.pk)
+    return campaign
+
+
+def test_only_owners_collaborators_and_staff_see_the_dashboard(client, audited, researcher, make_user):
+    page = reverse("audit_dashboard", args=[audited.slug])
+    feed = reverse("audit_dashboard_data", args=[audited.slug])
+    assert client.get(page).status_code == 302  # sign in first
+    assert client.get(feed).status_code == 404
+    stranger, colleague, staff = make_user(), make_user(), make_user(is_staff=True)
+    audited.collaborators.add(colleague)
+    client.force_login(stranger)
+    assert client.get(page).status_code == 404 and client.get(feed).status_code == 404
+    assert client.get(reverse("audit_report", args=[audited.slug, "json"])).status_code == 404
+    for user in (researcher, colleague, staff):
+        client.force_login(user)
+        assert client.get(page).status_code == 200
+        assert client.get(feed).status_code == 200
+
+
+def test_the_page_has_no_inline_script_and_passes_data_by_attributes(client, audited, researcher):
+    client.force_login(researcher)
+    html = client.get(reverse("audit_dashboard", args=[audited.slug])).content.decode()
+    assert f'data-url="{reverse("audit_dashboard_data", args=[audited.slug])}"' in html
+    assert "vendor/chartjs/chart.umd.min.js" in html and "js/dashboard.js" in html
+    for chunk in html.split("<script")[1:]:
+        assert chunk.lstrip().startswith("src="), chunk[:80]
+        assert chunk.split(">", 1)[1].startswith("</script>")
+    assert "style=" not in html and "onclick" not in html
+
+
+def test_the_feed_has_the_numbers_history_workers_and_the_full_report_once(client, audited, researcher):
+    client.force_login(researcher)
+    url = reverse("audit_dashboard_data", args=[audited.slug])
+    d = client.get(url).json()
+    cheap = AuditSnapshot.objects.get(campaign=audited, kind="cheap")
+    assert d["cheap"]["watermark"] == 8 and d["cheap"]["level_noise"] == cheap.data["level_noise"]
+    progress = campaign_progress(campaign=audited)  # the annotation app's own count, from the prompts
+    assert d["cheap"]["progress"] == {"n_prompts": 4, "k": 3, "labels": 8, "labels_wanted": 12,
+                                      "prompts_complete": progress.prompts_complete, "percent": 66.67}
+    assert d["status"]["stale"] is False and d["status"]["behind"] == 0
+    assert [p["watermark"] for p in d["history"]] == [8]
+    assert sum(w["labels"] for w in d["workers"]) == 8 and len(d["workers"]) == 8
+    assert d["ambiguous"] and d["ambiguous"][0]["labels"]
+    report = d["full"]["report"]
+    assert set(report["filters"]) == {"min", "max"} and "accuracy" in report and "agreement" in report
+    again = client.get(url, {"have_full": d["full"]["watermark"]}).json()
+    assert "report" not in again["full"] and again["full"]["watermark"] == 8
+
+
+def test_the_report_downloads_are_the_engine_report_and_its_markdown(client, audited, researcher):
+    client.force_login(researcher)
+    full = AuditSnapshot.objects.get(campaign=audited, kind="full")
+    as_json = client.get(reverse("audit_report", args=[audited.slug, "json"]))
+    assert as_json["Content-Disposition"].endswith('-audit-8.json"')
+    assert json.loads(as_json.content) == full.data
+    assert as_json.json()["n_labels"] == 8 and as_json.json()["computed_on"]["label_watermark"] == 8
+    as_md = client.get(reverse("audit_report", args=[audited.slug, "md"]))
+    assert as_md.content.decode() == render_markdown(full.data)
+    assert client.get(reverse("audit_report", args=[audited.slug, "pdf"])).status_code == 404
+
+
+def test_recompute_now_queues_a_full_run(client, audited, researcher, enqueued):
+    client.force_login(researcher)
+    response = client.post(reverse("audit_recompute", args=[audited.slug]))
+    assert response.status_code == 302
+    assert ("audits.full", audited.pk, 0) in enqueued
+    assert client.get(reverse("audit_recompute", args=[audited.slug])).status_code == 405
+
+
+def test_the_campaign_page_links_to_its_dashboard(client, audited, researcher):
+    client.force_login(researcher)
+    html = client.get(reverse("campaign_detail", args=[audited.slug])).content.decode()
+    assert f'href="{reverse("audit_dashboard", args=[audited.slug])}"' in html

@@ -1,0 +1,265 @@
+"""Scheduling of live audits: coalescing per campaign, faults, idempotency, constant cost.
+
+The broker is the edge: ``enqueued`` (conftest) records what would be published. Everything else is
+real: label_submit, the cache (the settings' backend), the task bodies, the database.
+"""
+import itertools
+import time
+from unittest import mock
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from annotation import services
+from annotation.models import Lease
+from audits import services as audit_services
+from audits.models import AuditSnapshot, AuditStats
+from audits.selectors import audit_status
+from audits.tasks import audit_full_task, audit_refresh_task, audit_sweep_task
+
+pytestmark = [pytest.mark.django_db]
+_seq = itertools.count(1)
+
+
+def _worker():
+    return services.worker_get_or_create(channel="sim", external_id=f"c{next(_seq)}")
+
+
+def _label(campaign, worker=None, value=1):
+    worker = worker or _worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    assert isinstance(lease, Lease), lease
+    return services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
+
+
+def _run(enqueued, index=-1):
+    """Run an enqueued task body as the worker would."""
+    name, campaign_id, _ = enqueued[index]
+    {"audits.refresh": audit_refresh_task, "audits.full": audit_full_task}[name].run(campaign_id)
+
+
+def test_two_triggers_give_one_enqueue(make_campaign, django_capture_on_commit_callbacks, enqueued):
+    campaign = make_campaign(5)
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(campaign)
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(campaign)
+    assert enqueued == [("audits.refresh", campaign.pk, audit_services.audit_setting("COUNTDOWN"))]
+    _run(enqueued)
+    snapshot = AuditSnapshot.objects.get(campaign=campaign, kind="cheap")
+    assert snapshot.watermark == 2 and snapshot.data["n_labels"] == 2  # one run saw both labels
+
+
+def test_a_trigger_mid_run_gives_a_second_run(make_campaign, django_capture_on_commit_callbacks, enqueued):
+    campaign = make_campaign(5)
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(campaign)
+    assert enqueued.names() == ["audits.refresh"]
+
+    from audits import selectors
+
+    compute = selectors.cheap_audit_data
+
+    def mid_run(**kwargs):
+        # Another process commits a label while this run computes: its trigger must not be lost.
+        audit_services.audit_schedule_recompute(campaign_id=campaign.pk)
+        return compute(**kwargs)
+
+    with mock.patch.object(selectors, "cheap_audit_data", side_effect=mid_run):
+        _run(enqueued, 0)
+    assert enqueued.names().count("audits.refresh") == 2
+
+    # Triggers while the second run is still queued fold into it.
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(campaign)
+        _label(campaign)
+    assert enqueued.names().count("audits.refresh") == 2
+    _run(enqueued, 1)
+    assert AuditStats.objects.get(campaign=campaign).audited_labels == 3
+
+
+def test_campaigns_are_coalesced_separately(make_campaign, django_capture_on_commit_callbacks, enqueued):
+    a, b = make_campaign(3, title="A"), make_campaign(3, title="B")
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(a)
+        _label(b)
+        _label(a)
+    assert sorted(cid for name, cid, _ in enqueued if name == "audits.refresh") == sorted([a.pk, b.pk])
+
+
+def test_the_pending_key_expires_so_a_lost_enqueue_heals(make_campaign, settings, enqueued):
+    settings.CHORUS_AUDIT = {"PENDING_TTL": 1}
+    campaign = make_campaign(3)
+    assert audit_services.audit_schedule_recompute(campaign_id=campaign.pk) is True
+    enqueued.clear()  # the message is lost (e.g. the broker died with it)
+    assert audit_services.audit_schedule_recompute(campaign_id=campaign.pk) is False
+    time.sleep(2.1)  # the database cache keeps whole seconds
+    assert audit_services.audit_schedule_recompute(campaign_id=campaign.pk) is True
+    assert enqueued.names() == ["audits.refresh"]
+
+
+def test_a_dead_broker_never_reaches_the_label_submitter(make_campaign, django_capture_on_commit_callbacks, enqueued, caplog):
+    campaign = make_campaign(5)
+    calls = []
+
+    def broker_down(*args, **kwargs):
+        calls.append(args)
+        raise OSError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    with mock.patch.object(audit_refresh_task, "apply_async", side_effect=broker_down):
+        with django_capture_on_commit_callbacks(execute=True):
+            ack = _label(campaign)
+        with django_capture_on_commit_callbacks(execute=True):
+            second = _label(campaign)
+    assert ack.label_id and second.label_id and not second.duplicate
+    assert len(calls) == 1  # the second label did not try again: the process backs off
+    assert "broker unavailable" in caplog.text
+    totals = audit_services.campaign_totals(campaign_id=campaign.pk)
+    assert (totals.n_labels, AuditStats.objects.get(campaign=campaign).audited_labels) == (2, 0)
+    assert totals.first_unaudited_at is not None
+
+
+def test_a_dead_cache_never_reaches_the_label_submitter(make_campaign, django_capture_on_commit_callbacks, enqueued):
+    campaign = make_campaign(5)
+    with mock.patch.object(audit_services.cache, "add", side_effect=ConnectionError("cache down")):
+        with django_capture_on_commit_callbacks(execute=True):
+            ack = _label(campaign)
+    assert ack.label_id and enqueued == []
+
+
+def test_the_dashboard_status_turns_stale_then_catches_up(make_campaign, settings, django_capture_on_commit_callbacks, enqueued):
+    settings.CHORUS_AUDIT = {"STALE_AFTER": 0}
+    campaign = make_campaign(5)
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(campaign)
+    status = audit_status(campaign=campaign)
+    assert status["stale"] is True and status["behind"] == 1 and status["stale_since"]
+    # The queued run is lost and its key has expired: the beat sweep reschedules the campaign.
+    enqueued.clear()
+    audit_services._clear_pending(campaign.pk, "cheap")
+    audit_sweep_task.run()
+    assert enqueued.names()[0] == "audits.refresh" and enqueued[0][1] == campaign.pk
+    assert audit_services.audit_sweep()["cheap"] == []  # already pending: not twice
+    _run(enqueued, [n for n, _, _ in enqueued].index("audits.refresh"))
+    status = audit_status(campaign=campaign)
+    assert status["stale"] is False and status["behind"] == 0 and status["audited_labels"] == 1
+
+
+def test_a_rerun_is_harmless_and_a_killed_run_leaves_nothing(make_campaign, django_capture_on_commit_callbacks, enqueued):
+    campaign = make_campaign(5)
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(campaign, value=1)
+        _label(campaign, value=0)
+    from audits import selectors
+
+    with mock.patch.object(selectors, "noise_from_stats", side_effect=MemoryError("killed")):
+        with pytest.raises(MemoryError):
+            audit_refresh_task.run(campaign.pk)
+    assert not AuditSnapshot.objects.filter(campaign=campaign).exists()
+    assert AuditStats.objects.get(campaign=campaign).audited_labels == 0
+
+    first = audit_services.audit_refresh(campaign_id=campaign.pk)
+    again = audit_services.audit_refresh(campaign_id=campaign.pk)
+    assert first.pk == again.pk and first.watermark == again.watermark == 2
+    assert AuditSnapshot.objects.filter(campaign=campaign, kind="cheap").count() == 1
+
+    full = audit_services.audit_full(campaign_id=campaign.pk)
+    assert full.watermark == 2 and full.data["n_labels"] == 2 and "accuracy" in full.data
+    with mock.patch("audits.services.full_report_data", side_effect=AssertionError("recomputed")):
+        assert audit_services.audit_full(campaign_id=campaign.pk).pk == full.pk
+
+
+def test_a_full_run_is_scheduled_by_label_volume(make_campaign, settings, django_capture_on_commit_callbacks, enqueued):
+    settings.CHORUS_AUDIT = {"FULL_EVERY_LABELS": 3, "FULL_GROWTH": 100, "FULL_MIN_INTERVAL": 0, "FULL_DUTY": 0,
+                             "FULL_MAX_AGE": 3600}
+    campaign = make_campaign(5)
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(campaign)
+    _run(enqueued)  # the first cheap run: no full audit exists yet, so one is due
+    assert enqueued.names() == ["audits.refresh", "audits.full"]
+    _run(enqueued)
+    assert AuditSnapshot.objects.get(campaign=campaign, kind="full").watermark == 1
+    for _ in range(2):
+        with django_capture_on_commit_callbacks(execute=True):
+            _label(campaign)
+        _run(enqueued, [n for n, _, _ in enqueued].index("audits.refresh", 2))
+    assert enqueued.names().count("audits.full") == 1  # 2 new labels < 3
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(campaign)
+    audit_services.audit_refresh(campaign_id=campaign.pk)
+    assert enqueued.names().count("audits.full") == 2
+
+
+def _queries(fn):
+    with CaptureQueriesContext(connection) as ctx:
+        fn()
+    return len(ctx.captured_queries)
+
+
+@pytest.mark.both_dbs
+def test_the_cost_of_a_label_and_of_a_refresh_does_not_grow_with_the_campaign(make_campaign, enqueued):
+    small, large = make_campaign(4, title="small", k=3), make_campaign(60, title="large", k=3)
+    # Fewer than k labels in the small campaign, so none of its prompts can be full and the new worker
+    # always finds one that already has a label (3 labels could fill one prompt and leave only empty ones).
+    for campaign, n in ((small, 2), (large, 150)):
+        for i in range(n):
+            _label(campaign, value=i % 2)
+    w = _worker()
+    costs = {}
+    for campaign in (small, large):
+        lease = services.lease_acquire(campaign=campaign, worker=w)
+        while lease.prompt.n_labels == 0:  # compare like with like: a prompt that already has labels
+            services.lease_release(lease_id=lease.pk, worker=w)
+            lease = services.lease_acquire(campaign=campaign, worker=w)
+            assert isinstance(lease, Lease), lease
+        submit = _queries(lambda: services.label_submit(lease_id=lease.pk, worker=w, value=1, client_token=f"x{lease.pk}"))
+        refresh = _queries(lambda: audit_services.audit_refresh(campaign_id=campaign.pk))
+        costs[campaign.title] = (submit, refresh)
+    # A label costs the same queries in a campaign of 3 labels as in one of 150 (plus one INSERT the
+    # first time a unit reaches a new (count, sum) state: at most (k+1)(k+2)/2 times per campaign).
+    assert abs(costs["small"][0] - costs["large"][0]) <= 1, costs
+    assert costs["small"][1] == costs["large"][1], costs
+    assert audit_services.campaign_totals(campaign_id=large.pk).n_labels == 151
+
+
+def test_the_full_cadence_rules(make_campaign, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.CHORUS_AUDIT = {"FULL_EVERY_LABELS": 1000, "FULL_GROWTH": 0.1, "FULL_MAX_AGE": 60,
+                             "FULL_MIN_INTERVAL": 10, "FULL_DUTY": 5}
+    campaign = make_campaign(3)
+    now = timezone.now()
+    assert audit_services._full_due(campaign.pk, 0, now) is False
+    assert audit_services._full_due(campaign.pk, 1, now) is True  # no full audit yet
+    AuditSnapshot.objects.create(campaign=campaign, kind="full", watermark=500, data={}, computed_at=now,
+                                 duration_ms=4000)
+    due = lambda labels, seconds: audit_services._full_due(campaign.pk, labels, now + timedelta(seconds=seconds))  # noqa: E731
+    assert due(500, 3600) is False  # nothing new
+    assert due(549, 25) is False  # 49 new < 10 % of 500, and younger than a minute
+    assert due(550, 25) is True  # 10 % more labels
+    assert due(560, 15) is False  # a 4 s run may not run again within 5 × 4 s
+    assert due(501, 61) is True  # one new label, but the last full audit is a minute old
+
+
+def test_a_full_run_is_single_flight(make_campaign, django_capture_on_commit_callbacks, enqueued):
+    campaign = make_campaign(3)
+    with django_capture_on_commit_callbacks(execute=True):
+        _label(campaign)
+    assert audit_services.audit_schedule_recompute(campaign_id=campaign.pk, kind="full") is True
+    from audits import selectors
+
+    matrix = selectors.campaign_label_matrix
+    during = []
+
+    def mid_run(**kwargs):  # a trigger while the full report is computed must not start a second one
+        during.append(audit_services.audit_schedule_recompute(campaign_id=campaign.pk, kind="full"))
+        return matrix(**kwargs)
+
+    with mock.patch.object(selectors, "campaign_label_matrix", side_effect=mid_run):
+        audit_full_task.run(campaign.pk)
+    assert during == [False]
+    assert enqueued.names().count("audits.full") == 1
+    assert audit_services.audit_schedule_recompute(campaign_id=campaign.pk, kind="full") is True  # done: free again

@@ -1,0 +1,224 @@
+"""The incremental statistics give the engine's numbers: after random label sequences, the cheap audit
+(from the statistics kept in label_submit's transaction) equals the engine's full computation on the
+same labels, read two ways (the matrix from the database, and the label export as a labels file)."""
+import dataclasses
+import itertools
+import json
+import math
+import random
+
+import pandas as pd
+import pytest
+from django.db.models import Sum
+
+from annotation import services
+from annotation.models import Lease
+from annotation.selectors import label_export_rows
+from audits import LabelMatrix, noise_audit, noise_partitions
+from audits import selectors as audit_selectors
+from audits import services as audit_services
+from audits.models import AuditStats, UnitAuditStats, UnitStateCount, WorkerAuditStats
+from audits.noise import NOISE_KEYS
+
+pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
+_seq = itertools.count(1)
+
+
+def _worker():
+    """A simulated crowd worker (no Django user: hashing a password per worker would dominate)."""
+    return services.worker_get_or_create(channel="sim", external_id=f"w{next(_seq)}")
+
+
+def _prompts(n, *, options=0, gold=True, rng=None):
+    rows = []
+    for i in range(n):
+        row = {"id": f"q{i}", "text": f"Statement {i}."}
+        if options:
+            row["options"] = [f"answer {j}" for j in range(options)]
+            if gold:
+                row["gold"] = [rng.randint(1, 4) for _ in range(options)]
+        elif gold:
+            row["gold"] = rng.choice([0, 1]) if options == 0 and rng else 1
+        rows.append(json.dumps(row))
+    return ("\n".join(rows) + "\n").encode()
+
+
+def _campaign(researcher, *, schema, n_prompts, k, rng, **fields):
+    campaign = services.campaign_create(owner=researcher, title=f"Random {schema}", schema=schema, k=k, **fields)
+    options = 3 if schema == "option_rating" else 0
+    data = _prompts(n_prompts, options=options, gold=schema != "rating", rng=rng)
+    services.prompts_import(campaign=campaign, data=data, filename="p.jsonl")
+    return services.campaign_transition(campaign=campaign, action="launch")
+
+
+def _random_labels(campaign, workers, rng, n_labels, values):
+    """Workers ask for work in random order and label with their own bias; returns labels submitted."""
+    bias = {w.pk: rng.random() for w in workers}
+    done = 0
+    for attempt in range(n_labels * 4):
+        if done == n_labels:
+            break
+        worker = rng.choice(workers)
+        lease = services.lease_acquire(campaign=campaign, worker=worker)
+        if not isinstance(lease, Lease):
+            continue
+        if rng.random() < 0.1:  # some skip
+            services.lease_release(lease_id=lease.pk, worker=worker)
+            continue
+        n_options = len(lease.prompt.options)
+        pick = (lambda: values[-1] if rng.random() < bias[worker.pk] else rng.choice(values))
+        value = [pick() for _ in range(n_options)] if n_options else pick()
+        services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
+        done += 1
+    return done
+
+
+def _assert_same_numbers(cheap: dict, full, *, rel=1e-9):
+    for key in NOISE_KEYS:
+        a, b = cheap[key], getattr(full, key)
+        if b is None:
+            assert a is None, (key, a, b)
+        else:
+            assert a is not None and math.isclose(a, b, rel_tol=rel, abs_tol=1e-12), (key, a, b)
+    assert (cheap["n_workers"], cheap["n_prompts"], cheap["n_labels"]) == (full.n_workers, full.n_prompts, full.n_labels)
+
+
+CASES = [
+    # schema, fields, values workers choose from, seed
+    ("binary", {}, [0, 1], 1),
+    ("binary", {}, [0, 1], 2),
+    ("rating", {"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}}, [1, 2, 3, 4], 3),
+    # 5 is outside the map: counted invalid, never audited
+    ("rating", {"scale_max": 5, "binarization": {"1": 0, "2": 0, "4": 1, "5": 1}}, [1, 2, 3, 4, 5], 4),
+    ("option_rating", {"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}}, [1, 2, 3, 4], 5),
+]
+
+
+@pytest.mark.parametrize(("schema", "fields", "values", "seed"), CASES)
+def test_incremental_numbers_equal_the_engine_on_the_same_labels(researcher, schema, fields, values, seed):
+    rng = random.Random(seed)
+    k = rng.choice([3, 4, 5])
+    n_prompts = rng.randint(8, 20)
+    campaign = _campaign(researcher, schema=schema, n_prompts=n_prompts, k=k, rng=rng, **fields)
+    workers = [_worker() for _ in range(rng.randint(k + 1, 9))]
+    checked = 0
+    for _ in range(3):  # compare mid-collection several times, not only at the end
+        if not _random_labels(campaign, workers, rng, rng.randint(n_prompts, n_prompts * k // 3), values):
+            break
+        totals = audit_services.campaign_totals(campaign_id=campaign.pk)
+        cheap = audit_selectors.cheap_audit_data(campaign=campaign, totals=totals)
+
+        matrix, watermark = audit_selectors.campaign_label_matrix(campaign=campaign)
+        assert watermark == totals.n_labels == campaign.labels.count()
+        _assert_same_numbers(cheap, noise_audit(matrix))
+        assert cheap["n_invalid"] == matrix.n_invalid
+
+        # The export is a labels file: the engine reading it agrees too (units named <id>#<n>).
+        frame = pd.DataFrame(list(label_export_rows(campaign=campaign)))
+        exported = LabelMatrix.from_frame(frame, gold=None, binarize=campaign.label_schema.binarization)
+        _assert_same_numbers(cheap, noise_audit(exported))
+        assert sorted(map(str, exported.prompt_ids)) == sorted(map(str, matrix.prompt_ids))
+
+        assert cheap["partitions"] == noise_partitions(matrix, k=k).to_dict()
+        checked += 1
+    assert checked >= 2
+
+
+def _stats_rows(campaign):
+    return (
+        sorted(WorkerAuditStats.objects.filter(campaign=campaign).values_list("worker_id", "n_labels", "n_units", "n_invalid", "sum", "sumsq")),
+        sorted(UnitAuditStats.objects.filter(campaign=campaign).values_list("prompt_id", "option", "count", "sum", "sumsq", "disagreement")),
+        # the histogram summed over shards (a rebuild puts everything in shard 0)
+        sorted(UnitStateCount.objects.filter(campaign=campaign).values("count", "sum", "sumsq").annotate(n=Sum("n_units"))
+               .filter(n__gt=0).values_list("count", "sum", "sumsq", "n")),
+        dataclasses.astuple(audit_services.campaign_totals(campaign_id=campaign.pk))[:6],
+    )
+
+
+def test_rebuild_from_the_labels_gives_the_incremental_statistics(researcher):
+    rng = random.Random(7)
+    campaign = _campaign(researcher, schema="option_rating", n_prompts=10, k=3, rng=rng,
+                         binarization={"1": 0, "2": 0, "4": 1})
+    workers = [_worker() for _ in range(5)]
+    _random_labels(campaign, workers, rng, 25, [1, 2, 3, 4])
+    incremental = _stats_rows(campaign)
+    audit_services.stats_rebuild(campaign_id=campaign.pk)
+    assert _stats_rows(campaign) == incremental
+    assert incremental[3][0] == 25 and incremental[3][2] > 0  # value 3 is not in the map: invalid
+
+
+def test_a_changed_binarization_map_rebuilds_the_statistics(researcher):
+    rng = random.Random(8)
+    campaign = _campaign(researcher, schema="rating", n_prompts=6, k=3, rng=rng,
+                         binarization={"1": 0, "2": 0, "3": 1, "4": 1})
+    workers = [_worker() for _ in range(4)]
+    _random_labels(campaign, workers, rng, 8, [1, 2, 3, 4])
+    campaign = services.campaign_update(campaign=campaign, binarization={"1": 0, "2": 1, "3": 1, "4": 1})
+    _random_labels(campaign, workers, rng, 4, [1, 2, 3, 4])
+    stats = AuditStats.objects.get(campaign=campaign)
+    assert stats.needs_rebuild and audit_services.campaign_totals(campaign_id=campaign.pk).n_labels == 12
+    audit_services.audit_refresh(campaign_id=campaign.pk)  # the task rebuilds, then audits
+    stats.refresh_from_db()
+    assert not stats.needs_rebuild and stats.audited_labels == 12
+    cheap = audit_selectors.latest_snapshot(campaign=campaign).data
+    matrix, _ = audit_selectors.campaign_label_matrix(campaign=campaign)
+    _assert_same_numbers(cheap, noise_audit(matrix))
+
+
+def test_a_map_changed_with_no_label_after_it_still_reaches_the_audit(researcher, enqueued, django_capture_on_commit_callbacks):
+    rng = random.Random(9)
+    campaign = _campaign(researcher, schema="rating", n_prompts=6, k=3, rng=rng,
+                         binarization={"1": 0, "2": 0, "3": 1, "4": 1})
+    _random_labels(campaign, [_worker() for _ in range(4)], rng, 8, [1, 2, 3, 4])
+    audit_services.audit_refresh(campaign_id=campaign.pk)
+    services.campaign_transition(campaign=campaign, action="close")
+    enqueued.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        campaign = services.campaign_update(campaign=campaign, binarization={"1": 0, "2": 1, "3": 1, "4": 1})
+    assert AuditStats.objects.get(campaign=campaign).needs_rebuild
+    assert len(enqueued) == 1  # the refresh, with no label after the change
+    audit_services.audit_refresh(campaign_id=campaign.pk)
+    cheap = audit_selectors.latest_snapshot(campaign=campaign).data
+    matrix, _ = audit_selectors.campaign_label_matrix(campaign=campaign)
+    _assert_same_numbers(cheap, noise_audit(matrix))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_labels_lose_no_update(researcher):
+    """Workers submitting at the same time (threads, one connection each): the statistics still equal
+    a rebuild from the labels, and the watermark counts every label."""
+    import threading
+
+    from django.db import connection
+
+    rng = random.Random(11)
+    campaign = _campaign(researcher, schema="binary", n_prompts=12, k=5, rng=rng)
+    workers = [_worker() for _ in range(6)]
+    errors = []
+
+    def crowd(worker, seed):
+        try:
+            local = random.Random(seed)
+            for _ in range(12):
+                lease = services.lease_acquire(campaign=campaign, worker=worker)
+                if not isinstance(lease, Lease):
+                    break
+                services.label_submit(lease_id=lease.pk, worker=worker, value=local.choice([0, 1]),
+                                      client_token=f"t{lease.pk}")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=crowd, args=(w, i)) for i, w in enumerate(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    n = campaign.labels.count()
+    assert n >= 50
+    incremental = _stats_rows(campaign)
+    assert incremental[3][0] == n
+    audit_services.stats_rebuild(campaign_id=campaign.pk)
+    assert _stats_rows(campaign) == incremental

@@ -1,0 +1,181 @@
+"""Link-based panels (Prolific and similar) end to end: participant id from the URL, the usual labeling
+form, the completion code at the end (quota reached or nothing left)."""
+import re
+from collections import Counter
+
+import pytest
+from django.test import Client
+
+from annotation import services as core
+from annotation.channels import services
+from annotation.channels.models import PanelSession, Publication
+from annotation.models import Label, Lease, Worker
+
+pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
+
+
+def make_panel(campaign, researcher, **options):
+    options.setdefault("completion_code", "C0DE1234")
+    return services.publication_create_panel(campaign=campaign, user=researcher, **options).panel
+
+
+def arrive(client, panel, pid, study="STUDY1", session="SESS1"):
+    return client.get(f"/channels/panel/{panel.slug}/", {"PROLIFIC_PID": pid, "STUDY_ID": study, "SESSION_ID": session})
+
+
+def label_until_done(client, response, value="1", limit=50):
+    """Follow the participant flow, labeling every prompt shown; returns the final page and the count."""
+    n = 0
+    for _ in range(limit):
+        while response.status_code == 302 and response["Location"].startswith("/"):
+            response = client.get(response["Location"])
+        if b'class="label-form"' not in response.content:
+            return response, n
+        page = response.content.decode()
+        action = re.search(r'<form method="post" action="([^"]+)" class="label-form"', page).group(1)
+        token = re.search(r'name="client_token" value="([^"]+)"', page).group(1)
+        response = client.post(action, {"value": value, "client_token": token})
+        assert response.status_code == 302, response.content[:500]
+        n += 1
+    raise AssertionError("the flow did not end")
+
+
+def test_quota_then_completion_code(make_campaign, researcher):
+    campaign = make_campaign(10, k=2)
+    panel = make_panel(campaign, researcher, quota_per_session=3)
+    client = Client()
+    page, n = label_until_done(client, arrive(client, panel, "5f1a2b3c4d5e6f7a8b9c0d1e"))
+    body = page.content.decode()
+    assert n == 3 and page.status_code == 200
+    assert "C0DE1234" in body and "You labeled <strong class=\"done-count\">3</strong>" in body
+    session = PanelSession.objects.get()
+    assert session.n_labels == 3 and session.completed_at is not None and session.session_ref == "SESS1"
+    labels = Label.objects.filter(campaign=campaign)
+    assert labels.count() == 3 and {l.worker.public_id for l in labels} == {"prolific:5f1a2b3c4d5e6f7a8b9c0d1e"}
+    # coming back in the same session gives the code again, never more prompts
+    assert client.get(f"/channels/panel/{panel.slug}/next/").status_code == 302
+    assert b"C0DE1234" in client.get(f"/channels/panel/{panel.slug}/done/").content
+    assert Label.objects.count() == 3
+
+
+def test_nothing_left_ends_with_the_code_and_every_prompt_has_k_distinct_workers(make_campaign, make_worker, researcher):
+    campaign = make_campaign(3, k=2)
+    panel = make_panel(campaign, researcher, completion_url="https://app.prolific.com/submissions/complete?cc=C0DE1234")
+    native = make_worker()
+    lease = core.lease_acquire(campaign=campaign, worker=native)
+    core.label_submit(lease_id=lease.pk, worker=native, value=0, client_token="n1")
+    counts = []
+    for pid in ["PARTICIPANT1", "PARTICIPANT2", "PARTICIPANT3"]:
+        client = Client()
+        page, n = label_until_done(client, arrive(client, panel, pid, session=f"S-{pid}"))
+        counts.append(n)
+        assert page.status_code == 200 and b"C0DE1234" in page.content
+        assert b'href="https://app.prolific.com/submissions/complete?cc=C0DE1234"' in page.content
+    assert counts == [3, 2, 0]  # the third participant finds nothing left and still gets the code
+    per_prompt = Counter(Label.objects.filter(campaign=campaign).values_list("prompt_id", flat=True))
+    assert set(per_prompt.values()) == {2}
+    pairs = list(Label.objects.values_list("prompt_id", "worker_id"))
+    assert len(pairs) == len(set(pairs)) == 6
+
+
+def test_redirect_on_completion(make_campaign, researcher):
+    campaign = make_campaign(1, k=1)
+    url = "https://app.prolific.com/submissions/complete?cc=XYZ"
+    panel = make_panel(campaign, researcher, completion_url=url, redirect_on_completion=True, quota_per_session=1)
+    client = Client()
+    response = arrive(client, panel, "P1")
+    response = client.get(response["Location"])  # next -> task
+    response = client.get(response["Location"])
+    token = re.search(r'name="client_token" value="([^"]+)"', response.content.decode()).group(1)
+    response = client.post(response.wsgi_request.path, {"value": "1", "client_token": token})
+    response = client.get(client.get(response["Location"])["Location"])
+    assert response.status_code == 302 and response["Location"] == url
+
+
+def test_the_done_page_is_not_a_shortcut(make_campaign, researcher):
+    campaign = make_campaign(5, k=1)
+    panel = make_panel(campaign, researcher, quota_per_session=2)
+    client = Client()
+    arrive(client, panel, "P1")
+    response = client.get(f"/channels/panel/{panel.slug}/done/")
+    assert response.status_code == 302 and "/task/" in response["Location"]
+    assert PanelSession.objects.get().completed_at is None
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"STUDY_ID": "STUDY1"}, b"PROLIFIC_PID parameter is missing"),
+    ({"PROLIFIC_PID": "bad id <script>", "STUDY_ID": "STUDY1"}, b"participant id in this link is not valid"),
+    ({"PROLIFIC_PID": "P1", "STUDY_ID": "OTHER"}, b"belongs to another study"),
+])
+def test_bad_links_are_refused_and_create_nothing(make_campaign, researcher, params, message):
+    panel = make_panel(make_campaign(3), researcher, expected_study_id="STUDY1")
+    workers = Worker.objects.count()
+    response = Client().get(f"/channels/panel/{panel.slug}/", params)
+    assert response.status_code == 400 and message in response.content
+    assert Worker.objects.count() == workers and PanelSession.objects.count() == 0
+
+
+def test_configurable_parameter_names_and_panel_name(make_campaign, researcher):
+    campaign = make_campaign(3, k=1)
+    panel = make_panel(campaign, researcher, panel_name="cint", participant_param="rid", study_param="",
+                       session_param="sid", quota_per_session=1)
+    client = Client()
+    response = client.get(f"/channels/panel/{panel.slug}/", {"rid": "R-77", "sid": "X"})
+    page, n = label_until_done(client, response)
+    assert n == 1 and Label.objects.get().worker.public_id == "cint:R-77"
+
+
+def test_without_a_session_or_once_withdrawn(make_campaign, researcher):
+    campaign = make_campaign(3)
+    panel = make_panel(campaign, researcher)
+    assert Client().get(f"/channels/panel/{panel.slug}/next/").status_code == 403
+    services.publication_withdraw(publication=panel.publication)
+    response = arrive(Client(), panel, "P1")
+    assert response.status_code == 400 and b"closed" in response.content
+
+
+def test_a_paused_campaign_gives_no_code(make_campaign, researcher):
+    campaign = make_campaign(3)
+    panel = make_panel(campaign, researcher)
+    client = Client()
+    arrive(client, panel, "P1")
+    core.campaign_transition(campaign=campaign, action="pause")
+    response = client.get(f"/channels/panel/{panel.slug}/done/")
+    assert response.status_code == 409 and b"C0DE1234" not in response.content and b"paused" in response.content
+
+
+def test_panel_refusals(make_campaign, researcher):
+    campaign = make_campaign(3)
+    for options, code in [
+        ({"panel_name": "mturk"}, "bad_panel_name"),
+        ({"panel_name": "Prolific!"}, "bad_panel_name"),
+        ({"completion_code": ""}, "no_completion"),
+        ({"completion_url": "javascript:alert(1)"}, "bad_completion_url"),
+        ({"redirect_on_completion": True}, "bad_completion_url"),
+        ({"participant_param": "a b"}, "bad_param"),
+        ({"quota_per_session": 0}, "bad_quota"),
+    ]:
+        with pytest.raises(services.PanelRefused) as refused:
+            make_panel(campaign, researcher, **options)
+        assert refused.value.code == code
+    assert Publication.objects.count() == 0
+    make_panel(campaign, researcher)
+    with pytest.raises(services.PanelRefused) as refused:
+        make_panel(campaign, researcher)
+    assert refused.value.code == "already_published"
+
+
+def test_the_researcher_creates_the_link_and_sees_progress(client, make_campaign, researcher):
+    campaign = make_campaign(3)
+    client.force_login(researcher)
+    response = client.post(f"/channels/campaigns/{campaign.slug}/panel/", {
+        "panel_name": "prolific", "participant_param": "PROLIFIC_PID", "study_param": "STUDY_ID",
+        "session_param": "SESSION_ID", "completion_code": "ABC", "quota_per_session": 2,
+    })
+    publication = Publication.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/channels/publications/{publication.pk}/"
+    page = client.get(response["Location"])
+    assert f"/channels/panel/{publication.panel.slug}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&amp;STUDY_ID=" in page.content.decode()
+    assert page.context["progress"].sessions == 0
+    assert client.post(f"/channels/campaigns/{campaign.slug}/panel/", {"panel_name": "x"}).status_code == 400
+    assert Lease.objects.count() == 0

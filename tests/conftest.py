@@ -1,0 +1,124 @@
+import itertools
+import os
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation import services
+
+_seq = itertools.count(1)
+
+
+def prompts_jsonl(n: int, *, prefix: str = "p", gold: bool = True) -> bytes:
+    lines = []
+    for i in range(n):
+        row = {"id": f"{prefix}{i}", "text": f"Statement number {i} about everyday life."}
+        if gold:
+            row["gold"] = i % 2
+        lines.append(json.dumps(row))
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_broker():
+    """Labels acknowledged in tests schedule audits. Without this they would land in the embedded
+    default's broker folder (var/broker), where the next demo's worker would run them. Tests that need
+    a real broker start their processes with their own environment (tests/audits/live/live.py)."""
+    from config.celery import app
+
+    app.conf.broker_url = "memory://"
+    app.conf.broker_transport_options = {}
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Real password hashing costs a few hundred ms an account; the suite creates hundreds of accounts."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def make_user(db):
+    def make(username: str | None = None, **extra):
+        username = username or f"user{next(_seq)}"
+        return get_user_model().objects.create_user(username=username, password="pw-for-tests-123", **extra)
+
+    return make
+
+
+@pytest.fixture
+def researcher(make_user):
+    return make_user("researcher")
+
+
+@pytest.fixture
+def make_campaign(researcher):
+    """A campaign with ``n_prompts`` binary prompts imported through the real service, launched by default."""
+
+    def make(n_prompts: int = 10, *, launch: bool = True, **fields):
+        fields.setdefault("k", 3)
+        campaign = services.campaign_create(owner=researcher, title=fields.pop("title", "Test campaign"), **fields)
+        if n_prompts:
+            services.prompts_import(campaign=campaign, data=prompts_jsonl(n_prompts), filename="prompts.jsonl")
+        if launch:
+            campaign = services.campaign_transition(campaign=campaign, action="launch")
+        return campaign
+
+    return make
+
+
+@pytest.fixture
+def make_worker(make_user):
+    def make():
+        return services.worker_for_user(user=make_user())
+
+    return make
+
+
+# --- headless Chromium, for tests marked ``browser`` ------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Headless Chromium: Debian's, since Playwright's own download does not work everywhere."""
+    # Playwright's sync API keeps an event loop running in this thread, and Django refuses ORM calls
+    # from a thread with a running loop; the tests (and their database teardown) are plain sync code.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+    if previous is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE")
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def new_page(chromium):
+    """Pages in fresh browser contexts (own cookies), e.g. ``new_page(viewport={...})``."""
+    contexts = []
+
+    def make(**context_options):
+        context = chromium.new_context(**context_options)
+        context.set_default_timeout(30_000)
+        contexts.append(context)
+        return context.new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def page(new_page):
+    return new_page()
