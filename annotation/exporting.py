@@ -8,12 +8,16 @@ encodes them. Two options change the content:
   for programs and is written as is.
 * ``pseudonymize`` replaces worker ids by a keyed HMAC of the id (key: SECRET_KEY), so a shared file
   keeps who-labeled-what structure without naming anyone; the same worker gets the same pseudonym.
+
+The web download and the API share ``parse_pseudonymize`` (the query flag) and ``export_response``
+(the streamed file), so the two cannot disagree on either.
 """
 import csv
 import json
 import re
 from collections.abc import Iterable, Iterator
 
+from django.http import StreamingHttpResponse
 from django.utils.crypto import salted_hmac
 
 from annotation.models import Campaign
@@ -25,6 +29,16 @@ FORMATS = {
 }
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_PSEUDONYMIZE_ON = frozenset({"1", "true", "yes", "on"})
+_PSEUDONYMIZE_OFF = frozenset({"", "0", "false", "no", "off"})
+PSEUDONYMIZE_HELP = (
+    "Replace worker ids by stable pseudonyms (keyed hashes): 1, true, yes or on; "
+    "0, false, no, off, empty or absent keep the ids. Case does not matter; any other value is refused."
+)
+
+
+class ExportOptionError(ValueError):
+    """An export option the caller got wrong; the message says what is accepted."""
 
 
 def pseudonym(worker_id: str) -> str:
@@ -76,3 +90,31 @@ def export_chunks(*, campaign: Campaign, fmt: str, pseudonymize: bool = False, l
 
 def export_filename(campaign: Campaign, fmt: str) -> str:
     return f"{campaign.slug}-labels.{fmt}"
+
+
+def parse_pseudonymize(value: str | None) -> bool:
+    """The ``pseudonymize`` query flag as a bool, for the web download and the API alike.
+
+    Accepts 1/true/yes/on and 0/false/no/off, case-insensitively; empty or absent (``None``) is
+    off. Anything else raises ExportOptionError rather than quietly meaning "off": a typo such as
+    ``pseudonymize=ture`` must not hand out a file that names every worker.
+    """
+    text = "" if value is None else value.lower()
+    if text in _PSEUDONYMIZE_ON:
+        return True
+    if text in _PSEUDONYMIZE_OFF:
+        return False
+    # The value is not echoed: the web view answers in HTML, where it would be injected.
+    raise ExportOptionError(
+        "pseudonymize must be 1, true, yes or on to replace worker ids by pseudonyms, "
+        "or 0, false, no, off or empty to keep them."
+    )
+
+
+def export_response(*, campaign: Campaign, fmt: str, pseudonymize: bool = False) -> StreamingHttpResponse:
+    """The export as a download, streamed chunk by chunk so its size does not matter, with the
+    format's content type and ``export_filename`` as the attachment's name."""
+    chunks = export_chunks(campaign=campaign, fmt=fmt, pseudonymize=pseudonymize)  # refuses an unknown fmt
+    response = StreamingHttpResponse(chunks, content_type=FORMATS[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{export_filename(campaign, fmt)}"'
+    return response

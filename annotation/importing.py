@@ -36,6 +36,17 @@ class PromptFileError(ValueError):
         super().__init__(f"Nothing was imported. {shown}{more}")
 
 
+def too_large_message(*, size: int, limit: int) -> str:
+    """The one wording of "this prompt file is over CHORUS_MAX_IMPORT_BYTES", so the parser's error,
+    the web form and the API upload cannot drift apart. A clause, like the parser's other errors."""
+    return f"the file is {size:,} bytes; the limit is {limit:,}"
+
+
+def upload_too_large_message(*, size: int, limit: int) -> str:
+    """The same as a sentence, for an upload refused by its size before it is read (web form, API)."""
+    return f"Nothing was imported: {too_large_message(size=size, limit=limit)}."
+
+
 def detect_format(filename: str, data: bytes) -> str:
     name = filename.lower()
     if name.endswith((".jsonl", ".ndjson", ".json")):
@@ -131,7 +142,7 @@ def _gold(value, schema: LabelSchema, n_options: int):
 def parse_prompts(data: bytes, *, filename: str, schema: LabelSchema, max_bytes: int) -> list[PromptRow]:
     """Validate a whole prompt file. Raises PromptFileError listing every bad line; returns rows otherwise."""
     if len(data) > max_bytes:
-        raise PromptFileError([(0, f"the file is {len(data):,} bytes; the limit is {max_bytes:,}")])
+        raise PromptFileError([(0, too_large_message(size=len(data), limit=max_bytes))])
     text = _decode(data)
     records = _jsonl_records(text) if detect_format(filename, data) == "jsonl" else _csv_records(text)
 

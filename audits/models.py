@@ -51,7 +51,6 @@ class AuditStatsShard(models.Model):
     sumsq = models.FloatField(default=0.0)
     prompts_complete = models.PositiveIntegerField(default=0, help_text="Prompts whose k-th label fell here.")
     first_unaudited_at = models.DateTimeField(null=True, blank=True, help_text="Oldest label no snapshot includes.")
-    updated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["campaign", "shard"], name="auditstatsshard_unique")]

@@ -179,16 +179,15 @@ def label_stats_add(*, label: Label, campaign: Campaign) -> None:
     when = connection.ops.adapt_datetimefield_value(now)
     _sql(
         f"INSERT INTO {shards} (campaign_id, shard, n_labels, n_units, n_invalid, {_q('sum')}, sumsq, prompts_complete, "
-        f"first_unaudited_at, updated_at) VALUES (%s, %s, 1, %s, %s, %s, %s, "
-        f"(SELECT CASE WHEN n_labels = %s THEN 1 ELSE 0 END FROM {_q(Prompt._meta.db_table)} WHERE id = %s), %s, %s) "
+        f"first_unaudited_at) VALUES (%s, %s, 1, %s, %s, %s, %s, "
+        f"(SELECT CASE WHEN n_labels = %s THEN 1 ELSE 0 END FROM {_q(Prompt._meta.db_table)} WHERE id = %s), %s) "
         f"ON CONFLICT (campaign_id, shard) DO UPDATE SET n_labels = {shards}.n_labels + 1, "
         f"n_units = {shards}.n_units + excluded.n_units, n_invalid = {shards}.n_invalid + excluded.n_invalid, "
         f"{_q('sum')} = {shards}.{_q('sum')} + excluded.{_q('sum')}, sumsq = {shards}.sumsq + excluded.sumsq, "
         f"prompts_complete = {shards}.prompts_complete + excluded.prompts_complete, "
-        f"first_unaudited_at = COALESCE({shards}.first_unaudited_at, excluded.first_unaudited_at), "
-        f"updated_at = excluded.updated_at",
+        f"first_unaudited_at = COALESCE({shards}.first_unaudited_at, excluded.first_unaudited_at)",
         [campaign.pk, shard, len(valid) if fold else 0, n_invalid if fold else 0, total if fold else 0.0,
-         total_sq if fold else 0.0, campaign.k, label.prompt_id, when, when],
+         total_sq if fold else 0.0, campaign.k, label.prompt_id, when],
     )
     if not fold:
         # The map changed under existing labels (or they predate the statistics): the next run
@@ -345,8 +344,8 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
         AuditStatsShard.objects.bulk_create([
             AuditStatsShard(campaign_id=campaign_id, shard=0, n_labels=len(rows), n_units=totals[0], n_invalid=totals[1],
                             sum=totals[2], sumsq=totals[3], prompts_complete=complete,
-                            first_unaudited_at=now if rows else None, updated_at=now),
-            *(AuditStatsShard(campaign_id=campaign_id, shard=i, updated_at=now) for i in range(1, shards)),
+                            first_unaudited_at=now if rows else None),
+            *(AuditStatsShard(campaign_id=campaign_id, shard=i) for i in range(1, shards)),
         ])
         stats.scale = scale
         stats.needs_rebuild = False

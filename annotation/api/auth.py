@@ -2,11 +2,12 @@
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
+
+from annotation import services
 
 
 class BadCredentials(APIException):
@@ -38,5 +39,5 @@ class TokenObtainApi(APIView):
         user = authenticate(request=request, **data.validated_data)
         if user is None:
             raise BadCredentials()
-        token, _ = Token.objects.get_or_create(user=user)
+        token = services.api_token_get_or_create(user=user)
         return Response(self.OutputSerializer({"token": token.key}).data)

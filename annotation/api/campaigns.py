@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from annotation import selectors, services
 from annotation.api.exceptions import PayloadTooLarge
 from annotation.api.parsers import BoundedJSONParser, BoundedMultiPartParser
+from annotation.importing import upload_too_large_message
 from annotation.models import Campaign
 from annotation.permissions import campaign_for_owner
 from annotation.services.campaigns import EDITABLE_FIELDS
@@ -127,10 +128,9 @@ class PromptImportApi(APIView):
             data = self.FileInput(data=request.data)
             data.is_valid(raise_exception=True)
             upload = data.validated_data["file"]
-            if upload.size > settings.CHORUS_MAX_IMPORT_BYTES:
-                raise PayloadTooLarge(
-                    f"The file is {upload.size:,} bytes; the limit is {settings.CHORUS_MAX_IMPORT_BYTES:,}."
-                )
+            limit = settings.CHORUS_MAX_IMPORT_BYTES
+            if upload.size > limit:
+                raise PayloadTooLarge(upload_too_large_message(size=upload.size, limit=limit))
             content, filename = upload.read(), upload.name
         else:
             content, filename = _jsonl(request.data), "request.jsonl"

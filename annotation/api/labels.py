@@ -3,7 +3,6 @@
 All of it goes through ``annotation.exporting`` (the same rows, pseudonyms and formula defusing as
 the web download).
 """
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -11,7 +10,9 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.views import APIView
 
 from annotation import selectors, services
-from annotation.exporting import FORMATS, export_chunks, export_filename, export_rows
+from annotation.exporting import (
+    FORMATS, PSEUDONYMIZE_HELP, ExportOptionError, export_response, export_rows, parse_pseudonymize,
+)
 from annotation.models import Label
 
 
@@ -38,10 +39,20 @@ class LabelRowOutput(serializers.Serializer):
     prompt_text = serializers.CharField()
 
 
+class PseudonymizeField(serializers.BooleanField):
+    """The web download's flag rules (``parse_pseudonymize``), not DRF's looser boolean ones (which
+    also take t/y/f/n but only some capitalisations); documented as a boolean in the schema."""
+
+    def to_internal_value(self, data) -> bool:
+        try:
+            return parse_pseudonymize(str(data))
+        except ExportOptionError as exc:
+            raise serializers.ValidationError(str(exc), code="invalid")
+
+
 class ExportOptions(serializers.Serializer):
-    pseudonymize = serializers.BooleanField(
-        default=False, help_text="Replace worker ids by stable pseudonyms (keyed hashes)."
-    )
+    # An empty value (?pseudonymize=) never reaches the field: DRF treats it as absent, so the default.
+    pseudonymize = PseudonymizeField(default=False, help_text=PSEUDONYMIZE_HELP)
 
 
 class LabelFilters(ExportOptions):
@@ -85,10 +96,7 @@ class LabelExportApi(APIView):
         campaign = selectors.campaign_for_user(user=request.user, slug=slug)
         options = ExportOptions(data=request.query_params)
         options.is_valid(raise_exception=True)
-        chunks = export_chunks(campaign=campaign, fmt=self.fmt, **options.validated_data)
-        response = StreamingHttpResponse(chunks, content_type=FORMATS[self.fmt])
-        response["Content-Disposition"] = f'attachment; filename="{export_filename(campaign, self.fmt)}"'
-        return response
+        return export_response(campaign=campaign, fmt=self.fmt, **options.validated_data)
 
 
 class MyLabelsApi(APIView):

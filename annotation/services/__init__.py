@@ -1,4 +1,5 @@
 """Every write of the annotation app. Views, the API, commands and tasks call these; nothing else writes."""
+from .accounts import account_create, api_token_get_or_create, guest_account_create
 from .assignment import LabelAck, NothingLeft, label_submit, lease_acquire, lease_heartbeat, lease_release
 from .campaigns import campaign_create, campaign_transition, campaign_update
 from .errors import CampaignStateError, LabelRefused, LeaseRefused, ServiceError
@@ -8,7 +9,7 @@ from .workers import worker_for_user, worker_get_or_create
 
 __all__ = [
     "CampaignStateError", "LabelAck", "LabelRefused", "LeaseRefused", "NothingLeft", "ServiceError",
-    "campaign_create", "campaign_share", "campaign_transition", "campaign_unshare", "campaign_update",
-    "label_submit", "lease_acquire", "lease_heartbeat", "lease_release", "prompts_import", "worker_for_user",
-    "worker_get_or_create",
+    "account_create", "api_token_get_or_create", "campaign_create", "campaign_share", "campaign_transition",
+    "campaign_unshare", "campaign_update", "guest_account_create", "label_submit", "lease_acquire",
+    "lease_heartbeat", "lease_release", "prompts_import", "worker_for_user", "worker_get_or_create",
 ]

@@ -9,14 +9,14 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpResponseBadRequest, StreamingHttpResponse
+from django.http import HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from annotation import selectors, services
-from annotation.exporting import FORMATS, export_chunks, export_filename
+from annotation.exporting import FORMATS, ExportOptionError, export_response, parse_pseudonymize
 from annotation.forms import CampaignForm, PromptUploadForm
 from annotation.importing import PromptFileError
 from annotation.services.campaigns import TRANSITIONS
@@ -113,12 +113,11 @@ def campaign_export(request, slug, fmt):
     campaign = selectors.campaign_for_user(user=request.user, slug=slug)
     if fmt not in FORMATS:
         return HttpResponseBadRequest(f"Unknown format; use one of {', '.join(FORMATS)}.")
-    pseudonymize = request.GET.get("pseudonymize") in {"1", "true", "on", "yes"}
-    response = StreamingHttpResponse(
-        export_chunks(campaign=campaign, fmt=fmt, pseudonymize=pseudonymize), content_type=FORMATS[fmt]
-    )
-    response["Content-Disposition"] = f'attachment; filename="{export_filename(campaign, fmt)}"'
-    return response
+    try:
+        pseudonymize = parse_pseudonymize(request.GET.get("pseudonymize"))
+    except ExportOptionError as exc:
+        return HttpResponseBadRequest(str(exc))
+    return export_response(campaign=campaign, fmt=fmt, pseudonymize=pseudonymize)
 
 
 @login_required

@@ -7,7 +7,7 @@ import pytest
 from django.test import override_settings
 
 from annotation import services
-from annotation.exporting import export_chunks, neutralise_cell, pseudonym
+from annotation.exporting import ExportOptionError, export_chunks, neutralise_cell, parse_pseudonymize, pseudonym
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -140,3 +140,19 @@ def test_an_empty_campaign_exports_a_header_only(make_campaign):
         "worker,prompt,value,gold,group,created_at,leased_at,time_spent_s,campaign,label_id,prompt_text\r\n"
     )
     assert export(campaign, "jsonl") == ""
+
+
+@pytest.mark.parametrize("value", ["1", "true", "yes", "on", "TRUE", "Yes", "oN"])
+def test_pseudonymize_flag_on(value):
+    assert parse_pseudonymize(value) is True
+
+
+@pytest.mark.parametrize("value", [None, "", "0", "false", "no", "off", "FALSE", "No", "OFF"])
+def test_pseudonymize_flag_off(value):
+    assert parse_pseudonymize(value) is False
+
+
+@pytest.mark.parametrize("value", ["2", "t", "y", "f", "n", "ture", " 1", "1 ", "yes please", "<b>"])
+def test_pseudonymize_flag_refuses_anything_else(value):
+    with pytest.raises(ExportOptionError, match="pseudonymize must be 1, true, yes or on"):
+        parse_pseudonymize(value)

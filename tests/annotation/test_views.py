@@ -169,7 +169,8 @@ def test_an_oversize_upload_is_refused_before_it_is_read(researcher_client, make
     upload = SimpleUploadedFile("big.jsonl", prompts_jsonl(10))
     response = researcher_client.post(reverse("campaign_import", args=[campaign.slug]), {"file": upload})
     assert response.status_code == 400
-    assert "the limit is 100" in response.context["upload_form"].errors["file"][0]
+    message = f"Nothing was imported: the file is {len(prompts_jsonl(10)):,} bytes; the limit is 100."
+    assert response.context["upload_form"].errors["file"] == [message]
     assert not Prompt.objects.exists()
 
 
@@ -190,6 +191,32 @@ def test_export_downloads_stream_csv_and_jsonl(researcher_client, make_campaign,
     assert row["prompt"] == "p0" and row["worker"].startswith("w-") and "native" not in row["worker"]
 
     assert researcher_client.get(reverse("campaign_export", args=[campaign.slug, "xlsx"])).status_code == 400
+
+
+@pytest.mark.parametrize(
+    "flag, pseudonymized",
+    [("1", True), ("TRUE", True), ("Yes", True), ("on", True), ("0", False), ("False", False), ("no", False),
+     ("OFF", False), ("", False), (None, False)],
+)
+def test_export_pseudonymize_flag(researcher_client, make_campaign, make_worker, flag, pseudonymized):
+    campaign = make_campaign(1)
+    worker = make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="t")
+    query = {} if flag is None else {"pseudonymize": flag}
+    response = researcher_client.get(reverse("campaign_export", args=[campaign.slug, "jsonl"]), query)
+    assert response.status_code == 200
+    row = json.loads(b"".join(response.streaming_content))
+    assert (row["worker"] != worker.public_id) is pseudonymized
+
+
+@pytest.mark.parametrize("flag", ["t", "2", "ture", "<script>"])
+def test_export_refuses_an_unknown_pseudonymize_flag(researcher_client, make_campaign, flag):
+    campaign = make_campaign(1)
+    response = researcher_client.get(reverse("campaign_export", args=[campaign.slug, "csv"]), {"pseudonymize": flag})
+    assert response.status_code == 400 and not response.streaming
+    assert b"pseudonymize must be 1, true, yes or on" in response.content
+    assert b"<script>" not in response.content  # the value is not echoed into an HTML response
 
 
 def test_invitation_link_is_shown_to_copy(researcher_client, make_campaign):

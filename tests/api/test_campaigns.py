@@ -136,7 +136,11 @@ def test_an_import_over_the_size_limit_is_refused(make_campaign, researcher, api
     upload.name = "big.jsonl"
     assert len(upload.getvalue()) > 1000
     url = f"/api/v1/campaigns/{campaign.slug}/prompts/"
-    assert_error(client.post(url, {"file": upload}, format="multipart"), 413, "too_large")
+    assert_error(client.post(url, {"file": upload}, format="multipart"), 413, "too_large")  # over the body limit
+    upload = io.BytesIO(prompts_jsonl(20))  # under the body limit, over the file limit
+    upload.name, size = "big.jsonl", len(upload.getvalue())
+    error = assert_error(client.post(url, {"file": upload}, format="multipart"), 413, "too_large")
+    assert error["message"] == f"Nothing was imported: the file is {size:,} bytes; the limit is 1,000."  # as on the web
     rows = [json.loads(line) for line in prompts_jsonl(20).splitlines()]  # under the body limit, over the file limit
     assert "limit is 1,000" in assert_error(client.post(url, rows, format="json"), 400, "bad_prompt_file")["message"]
     huge = [json.loads(line) for line in prompts_jsonl(60).splitlines()]

@@ -87,6 +87,32 @@ def test_jsonl_export_keeps_the_data_as_is(labeled, researcher, api):
     assert {r["prompt_text"] for r in rows if r["prompt"] == "p0"} == {"=HYPERLINK(\"http://evil\")"}
 
 
+@pytest.mark.parametrize(
+    "flag, pseudonymized",
+    [("1", True), ("TRUE", True), ("Yes", True), ("on", True), ("0", False), ("False", False), ("no", False),
+     ("OFF", False), ("", False), (None, False)],
+)
+@pytest.mark.parametrize("path", ["labels/", "labels.csv", "labels.jsonl"])
+def test_the_pseudonymize_flag_follows_the_web_rules(labeled, researcher, api, path, flag, pseudonymized):
+    campaign, workers = labeled
+    query = {} if flag is None else {"pseudonymize": flag}
+    response = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/{path}", query)
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content).decode() if response.streaming else response.content.decode()
+    assert all((w.public_id in body) is not pseudonymized for w in workers)
+    assert all((pseudonym(w.public_id) in body) is pseudonymized for w in workers)
+
+
+@pytest.mark.parametrize("flag", ["t", "y", "f", "2", "ture"])
+@pytest.mark.parametrize("path", ["labels/", "labels.csv", "labels.jsonl"])
+def test_an_unknown_pseudonymize_flag_is_a_400(labeled, researcher, api, path, flag):
+    campaign, _ = labeled
+    response = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/{path}", {"pseudonymize": flag})
+    error = assert_error(response, 400, "invalid")
+    assert error["message"].startswith("pseudonymize must be 1, true, yes or on")
+    assert error["fields"] == {"pseudonymize": [error["message"]]}
+
+
 def test_a_worker_sees_only_their_own_labels_and_no_gold(labeled, api):
     campaign, workers = labeled
     client = api(workers[0].user)

@@ -220,6 +220,10 @@ def test_the_cost_of_a_label_and_of_a_refresh_does_not_grow_with_the_campaign(ma
     # first time a unit reaches a new (count, sum) state: at most (k+1)(k+2)/2 times per campaign).
     assert abs(costs["small"][0] - costs["large"][0]) <= 1, costs
     assert costs["small"][1] == costs["large"][1], costs
+    # Absolute ceilings, as measured (SQLite and PostgreSQL alike): a new query on these paths must
+    # be a decision, not an accident.
+    assert max(costs["small"][0], costs["large"][0]) <= 19, costs
+    assert costs["large"][1] <= 28, costs
     assert audit_services.campaign_totals(campaign_id=large.pk).n_labels == 151
 
 
