@@ -5,7 +5,6 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 
-from annotation import services
 from annotation.importing import upload_too_large_message
 from annotation.models import Campaign, Prompt
 
@@ -82,15 +81,6 @@ class SignUpForm(UserCreationForm):
 
     class Meta(UserCreationForm.Meta):
         fields = ["username"]
-
-    def save(self, commit: bool = True):
-        # The signup view (views/worker.py) still calls form.save(); routing it to the service keeps
-        # the form write-free. Once that view calls services.account_create itself, delete this.
-        if not commit:
-            return super().save(commit=False)  # an unsaved user, as before: no write
-        return services.account_create(
-            username=self.cleaned_data["username"], password=self.cleaned_data["password1"]
-        )
 
 
 def new_client_token() -> str:

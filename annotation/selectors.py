@@ -56,8 +56,8 @@ def campaign_for_workers(*, slug: str) -> Campaign:
 
 def lease_for_worker(*, lease_id: int, worker: Worker, campaign: Campaign | None = None) -> Lease:
     """The worker's own lease (in this campaign, if given), with its prompt; 404 for anybody else's,
-    as for one that never existed (the lease services would refuse it with a 409, which tells that it
-    exists)."""
+    as for one that never existed. Only for pages that need the lease itself: the lease services
+    check the owner themselves (their ``not_leased`` refusal, which callers answer with a 404 too)."""
     leases = Lease.objects.select_related("prompt", "campaign").filter(worker=worker)
     if campaign is not None:
         leases = leases.filter(campaign=campaign)

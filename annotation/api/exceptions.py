@@ -1,7 +1,8 @@
 """One error shape for every API failure: ``{"error": {"code", "message", "fields"?}}``.
 
 Clients switch on ``code``; ``message`` is for people; ``fields`` (validation only) maps each bad
-input field to its messages. Service refusals keep their own code and status.
+input field to its messages. Service refusals keep their own code and status, except those meaning
+"not yours" (``NOT_FOUND_CODES``): a 404 ``not_found``, like a resource that does not exist.
 """
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -54,9 +55,16 @@ def _django_messages(exc: DjangoValidationError):
     }
 
 
+# The services refuse a lease that is not the caller's, or does not exist, with one code: answering it
+# like any resource that is not yours (annotation.permissions) lets the views skip reading the row first.
+NOT_FOUND_CODES = frozenset({"not_leased"})
+
+
 def exception_handler(exc, context):
     """DRF's EXCEPTION_HANDLER. Anything it does not know (a bug) is left to Django: a 500."""
-    if isinstance(exc, ServiceError):
+    if isinstance(exc, ServiceError) and exc.code in NOT_FOUND_CODES:
+        exc = exceptions.NotFound()
+    elif isinstance(exc, ServiceError):
         set_rollback()
         return Response(error_body(exc.code, exc.message), status=exc.status)
     if isinstance(exc, PromptFileError):

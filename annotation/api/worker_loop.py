@@ -1,7 +1,8 @@
 """The worker loop: ask for a prompt, keep it alive, label it or give it back.
 
 Every call needs a signed-in user (the API's default permission) and acts as their native worker
-identity (``worker_for_user``).
+identity (``worker_for_user``). The lease calls do not read the lease first: the services refuse
+another worker's lease themselves (``not_leased``), which the API answers with a 404 (exceptions.py).
 """
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -46,7 +47,7 @@ class NextTaskApi(APIView):
         if isinstance(lease, services.NothingLeft):
             body = {"lease": None, "code": lease.code, "message": lease.reason}
         else:
-            body = {"lease": lease, "worker_labels": selectors.worker_label_count(campaign=campaign, worker=worker)}
+            body = {"lease": lease, "worker_labels": lease.worker_labels}
         return Response(self.OutputSerializer(body).data)
 
 
@@ -57,7 +58,6 @@ class LeaseHeartbeatApi(APIView):
     @extend_schema(request=None, responses={200: OutputSerializer})
     def post(self, request, lease_id: int):
         worker = services.worker_for_user(user=request.user)
-        selectors.lease_for_worker(lease_id=lease_id, worker=worker)  # another worker's lease: 404
         lease = services.lease_heartbeat(lease_id=lease_id, worker=worker)
         return Response(self.OutputSerializer(lease).data)
 
@@ -91,7 +91,6 @@ class LeaseSubmitApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         worker = services.worker_for_user(user=request.user)
-        selectors.lease_for_worker(lease_id=lease_id, worker=worker)  # another worker's lease: 404
         ack = services.label_submit(lease_id=lease_id, worker=worker, **data.validated_data)
         return Response(
             self.OutputSerializer(ack).data, status=status.HTTP_200_OK if ack.duplicate else status.HTTP_201_CREATED
@@ -102,6 +101,5 @@ class LeaseReleaseApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def post(self, request, lease_id: int):
         worker = services.worker_for_user(user=request.user)
-        selectors.lease_for_worker(lease_id=lease_id, worker=worker)  # another worker's lease: 404
         services.lease_release(lease_id=lease_id, worker=worker)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -5,7 +5,9 @@ from decimal import Decimal
 from django.db.models import Count, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from annotation.channels.models import MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, PanelSession, Publication
+from annotation.channels.models import (
+    MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, PanelConfig, PanelSession, Publication,
+)
 from annotation.models import Label
 from annotation.selectors import campaigns_visible_to
 
@@ -19,6 +21,44 @@ def publication_for_user(*, user, pk: int) -> Publication:
 
 def publications_of(*, campaign) -> QuerySet[Publication]:
     return Publication.objects.filter(campaign=campaign).select_related("panel").order_by("-created_at")
+
+
+def publication_for_mturk_task(*, pk: int) -> Publication:
+    """The MTurk publication named by the task page's URL, with its campaign; 404 for anything else.
+    Anybody may open it: MTurk's frame carries no sign-in (the task page says who the worker is)."""
+    return get_object_or_404(Publication.objects.select_related("campaign"), pk=pk, kind=Publication.Kind.MTURK)
+
+
+def mturk_hit_of(*, publication: Publication, hit_id: str) -> MTurkHIT | None:
+    """The publication's HIT by MTurk's id for it; None for a HIT of anything else."""
+    return MTurkHIT.objects.filter(publication=publication, hit_id=hit_id).first()
+
+
+def mturk_hits_of(*, publication: Publication) -> QuerySet[MTurkHIT]:
+    return MTurkHIT.objects.filter(publication=publication).order_by("index")
+
+
+def mturk_assignment_for_task(
+    *, publication_id: int, hit_id: str, assignment_id: str, worker_id: str
+) -> MTurkAssignment | None:
+    """The assignment a task page's signed token names (MTurk's ids), with its worker, HIT, publication
+    and campaign; None if no task page opened it."""
+    return (
+        MTurkAssignment.objects.select_related("worker", "hit__publication__campaign")
+        .filter(assignment_id=assignment_id, hit__hit_id=hit_id, worker__external_id=worker_id,
+                hit__publication_id=publication_id)
+        .first()
+    )
+
+
+def panel_for_workers(*, slug: str) -> PanelConfig:
+    """A panel by the slug of its participants' link, with its publication and campaign; 404 if none."""
+    return get_object_or_404(PanelConfig.objects.select_related("publication__campaign"), slug=slug)
+
+
+def panel_session_of(*, panel: PanelConfig, pk: int) -> PanelSession | None:
+    """The panel's session ``pk`` (kept in the browser's session), with its worker; None if it is gone."""
+    return PanelSession.objects.select_related("worker").filter(pk=pk, panel=panel).first()
 
 
 @dataclass(frozen=True)
@@ -90,4 +130,5 @@ def panel_progress(*, publication: Publication) -> PanelProgress:
 def mturk_assignment_label(*, assignment: MTurkAssignment) -> Label | None:
     from annotation.channels.services import mturk_client_token
 
-    return Label.objects.filter(worker_id=assignment.worker_id, client_token=mturk_client_token(assignment.assignment_id)).first()
+    labels = Label.objects.select_related("prompt", "campaign")  # the submit page shows both
+    return labels.filter(worker_id=assignment.worker_id, client_token=mturk_client_token(assignment.assignment_id)).first()

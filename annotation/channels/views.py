@@ -13,24 +13,21 @@ from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import selectors as core_selectors
 from annotation import services as core
-from annotation.channels import selectors
-from annotation.views.worker import heartbeat_json
-from annotation.channels import services
+from annotation.channels import selectors, services
 from annotation.channels.forms import MTurkPublicationForm, PanelPublicationForm
 from annotation.channels.mturk import FRAME_ANCESTORS
-from annotation.channels.models import MTurkAssignment, MTurkHIT, PanelConfig, PanelSession, Publication
+from annotation.channels.models import MTurkAssignment, PanelConfig, PanelSession, Publication
 from annotation.channels.registry import get_channel
-from annotation.forms import label_from_post, new_client_token
-from annotation.models import Label, Lease
+from annotation.models import Label
+from annotation.views.task import heartbeat_json, label_post, lease_is_live, render_task
 
 TASK_TOKEN_SALT = "chorus.channels.mturk-task"
 _MTURK_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -65,7 +62,7 @@ def _frame_error(request, channel, message: str, status: int = 400):
 def _publication(raw) -> Publication:
     if not str(raw or "").isdigit():
         raise Http404("No such publication.")
-    return get_object_or_404(Publication.objects.select_related("campaign"), pk=int(raw), kind=Publication.Kind.MTURK)
+    return selectors.publication_for_mturk_task(pk=int(raw))
 
 
 def _task_token(publication, assignment_id, hit_id, worker_id, submit_to) -> str:
@@ -104,7 +101,7 @@ def _submit_page(request, channel, assignment: MTurkAssignment, label: Label, su
     return _frame(render(request, "channels/mturk_submit.html", context), channel)
 
 
-def _work(request, *, publication, channel, assignment, data, error=None, notice=None, status=200):
+def _work(request, *, publication, channel, assignment, data, notice=None):
     """What an opened assignment shows: its label's submit form, a prompt, or nothing left."""
     campaign = publication.campaign
     label = selectors.mturk_assignment_label(assignment=assignment)
@@ -116,21 +113,22 @@ def _work(request, *, publication, channel, assignment, data, error=None, notice
             services.mturk_nothing_left(assignment=assignment)
         context = {"campaign": campaign, "reason": result.reason, "code": result.code}
         return _frame(render(request, "channels/mturk_nothing_left.html", context), channel)
-    token = _task_token(publication, data["a"], data["h"], data["w"], data["s"])
-    query = urlencode({"t": token, "lease": result.pk})
-    context = {
-        "campaign": campaign,
-        "lease": result,
-        "prompt": result.prompt,
-        "schema": campaign.label_schema,
-        "client_token": services.mturk_client_token(assignment.assignment_id),
-        "form_action": f"{reverse('channels:mturk_task_submit')}?{query}",
-        "heartbeat_url": f"{reverse('channels:mturk_task_heartbeat')}?{query}",
-        "heartbeat_ms": campaign.lease_seconds * 1000 // 3,
-        "error": error,
-        "notice": NOTICES.get(notice or ""),
-    }
-    return _frame(render(request, "channels/mturk_task.html", context, status=status), channel)
+    return _task_page(request, publication=publication, channel=channel, assignment=assignment, data=data,
+                      lease=result, notice=notice)
+
+
+def _task_page(request, *, publication, channel, assignment, data, lease, error=None, notice=None):
+    """The labeling page in MTurk's frame. Its form and heartbeat carry the signed token (no cookie gets
+    there), and its client token is the assignment's: one label per assignment, however many tabs."""
+    query = urlencode({"t": _task_token(publication, data["a"], data["h"], data["w"], data["s"]), "lease": lease.pk})
+    response = render_task(
+        request, "channels/mturk_task.html", campaign=publication.campaign, lease=lease, error=error,
+        client_token=services.mturk_client_token(assignment.assignment_id),
+        form_action=f"{reverse('channels:mturk_task_submit')}?{query}",
+        heartbeat_url=f"{reverse('channels:mturk_task_heartbeat')}?{query}",
+        notice=NOTICES.get(notice or ""),
+    )
+    return _frame(response, channel)
 
 
 @xframe_options_exempt
@@ -153,7 +151,7 @@ def mturk_task(request):
         return _frame_error(request, channel, "This page must be opened from an MTurk assignment.")
     if submit_to not in channel.submit_origins():
         return _frame_error(request, channel, "This assignment comes from an unexpected MTurk site.")
-    hit = MTurkHIT.objects.filter(publication=publication, hit_id=hit_id).first()
+    hit = selectors.mturk_hit_of(publication=publication, hit_id=hit_id)
     if hit is None:
         return _frame_error(request, channel, "This HIT is not part of this campaign.")
     worker = core.worker_get_or_create(channel=publication.worker_channel, external_id=worker_id)
@@ -170,11 +168,8 @@ def _assignment_from_token(request):
     data = _read_token(request)
     if data is None:
         return None, None, None
-    assignment = (
-        MTurkAssignment.objects.select_related("worker", "hit__publication__campaign")
-        .filter(assignment_id=data["a"], hit__hit_id=data["h"], worker__external_id=data["w"],
-                hit__publication_id=data["p"])
-        .first()
+    assignment = selectors.mturk_assignment_for_task(
+        publication_id=data["p"], hit_id=data["h"], assignment_id=data["a"], worker_id=data["w"]
     )
     return data, assignment, (assignment.hit.publication if assignment else None)
 
@@ -192,24 +187,20 @@ def mturk_task_submit(request):
     if label is not None:
         return _submit_page(request, channel, assignment, label, data["s"])
     lease_id = request.GET.get("lease", "")
-    lease = (
-        Lease.objects.select_related("prompt").filter(pk=int(lease_id), worker=worker, campaign=campaign).first()
-        if lease_id.isdigit() else None
-    )
-    if lease is None:
-        return _frame(redirect(_task_get_url(data) + "&notice=not_leased"), channel)
-    value = label_from_post(request.POST, prompt=lease.prompt, schema_kind=campaign.schema)
     try:
-        ack = core.label_submit(
-            lease_id=lease.pk, worker=worker, value=value, client_token=services.mturk_client_token(assignment.assignment_id)
-        )
-    except core.LabelRefused as exc:
-        if exc.code == "bad_value":
-            return _work(request, publication=publication, channel=channel, assignment=assignment, data=data,
-                         error=exc.message, status=400)
-        return _frame(redirect(_task_get_url(data) + "&" + urlencode({"notice": exc.code})), channel)
-    services.mturk_assignment_labeled(assignment=assignment, label_id=ack.label_id)
-    label = Label.objects.select_related("prompt", "campaign").get(pk=ack.label_id)
+        # Read for the form's fields (label_from_post); the lease id travels beside the token, unsigned.
+        lease = core_selectors.lease_for_worker(lease_id=int(lease_id), worker=worker, campaign=campaign)
+    except (ValueError, Http404):
+        return _frame(redirect(_task_get_url(data) + "&notice=not_leased"), channel)
+    post = label_post(request, campaign=campaign, lease=lease, worker=worker,
+                      client_token=services.mturk_client_token(assignment.assignment_id))
+    if post.error is not None:
+        return _task_page(request, publication=publication, channel=channel, assignment=assignment, data=data,
+                          lease=lease, error=post.error)
+    if post.ack is None:
+        return _frame(redirect(_task_get_url(data) + "&" + urlencode({"notice": post.refusal.code})), channel)
+    services.mturk_assignment_labeled(assignment=assignment, label_id=post.ack.label_id)
+    label = selectors.mturk_assignment_label(assignment=assignment)
     return _submit_page(request, channel, assignment, label, data["s"])
 
 
@@ -226,10 +217,6 @@ def mturk_task_heartbeat(request):
 # --- Link-based panels ----------------------------------------------------------------------------------
 
 
-def _panel(slug) -> PanelConfig:
-    return get_object_or_404(PanelConfig.objects.select_related("publication__campaign"), slug=slug)
-
-
 def _session_key(panel: PanelConfig) -> str:
     return f"chorus_panel:{panel.pk}"
 
@@ -238,7 +225,7 @@ def _panel_session(request, panel: PanelConfig) -> PanelSession | None:
     pk = request.session.get(_session_key(panel))
     if pk is None:
         return None
-    return PanelSession.objects.select_related("worker").filter(pk=pk, panel=panel).first()
+    return selectors.panel_session_of(panel=panel, pk=pk)
 
 
 def _panel_error(request, panel, message, status=400):
@@ -252,7 +239,7 @@ def _quota_reached(panel: PanelConfig, session: PanelSession) -> bool:
 @require_GET
 def panel_entry(request, slug):
     """The campaign link given to the panel: ``?PROLIFIC_PID=…&STUDY_ID=…&SESSION_ID=…`` (names per panel)."""
-    panel = _panel(slug)
+    panel = selectors.panel_for_workers(slug=slug)
     participant = request.GET.get(panel.participant_param, "").strip()
     if not participant and _panel_session(request, panel) is not None:
         return redirect("channels:panel_next", slug=slug)
@@ -282,7 +269,7 @@ def _require_session(request, panel):
 
 @require_GET
 def panel_next(request, slug):
-    panel = _panel(slug)
+    panel = selectors.panel_for_workers(slug=slug)
     session, error = _require_session(request, panel)
     if error:
         return error
@@ -295,7 +282,7 @@ def panel_next(request, slug):
 
 
 def panel_task(request, slug, lease_id):
-    panel = _panel(slug)
+    panel = selectors.panel_for_workers(slug=slug)
     session, error = _require_session(request, panel)
     if error:
         return error
@@ -305,41 +292,26 @@ def panel_task(request, slug, lease_id):
     if request.method == "POST":
         if _quota_reached(panel, session):
             return redirect("channels:panel_done", slug=slug)
-        value = label_from_post(request.POST, prompt=lease.prompt, schema_kind=campaign.schema)
-        try:
-            ack = core.label_submit(
-                lease_id=lease.pk, worker=session.worker, value=value, client_token=request.POST.get("client_token", "")
-            )
-        except core.LabelRefused as exc:
-            if exc.code != "bad_value":
-                messages.warning(request, exc.message)
-                return redirect("channels:panel_next", slug=slug)
-            error = exc.message
-        else:
-            if not ack.duplicate:
+        post = label_post(request, campaign=campaign, lease=lease, worker=session.worker)
+        if post.error is None:
+            if post.ack is None:
+                messages.warning(request, post.refusal.message)
+            elif not post.ack.duplicate:
                 services.panel_label_counted(session=session)
             return redirect("channels:panel_next", slug=slug)
-    elif not (lease.status == Lease.Status.ACTIVE and lease.expires_at > timezone.now()):
+        error = post.error
+    elif not lease_is_live(lease):
         return redirect("channels:panel_next", slug=slug)
-    context = {
-        "panel": panel,
-        "campaign": campaign,
-        "session": session,
-        "lease": lease,
-        "prompt": lease.prompt,
-        "schema": campaign.label_schema,
-        "client_token": new_client_token(),
-        "form_action": request.path,
-        "heartbeat_url": reverse("channels:panel_heartbeat", args=[slug, lease.pk]),
-        "heartbeat_ms": campaign.lease_seconds * 1000 // 3,
-        "error": error,
-    }
-    return render(request, "channels/panel_task.html", context, status=400 if error else 200)
+    return render_task(
+        request, "channels/panel_task.html", campaign=campaign, lease=lease, error=error,
+        form_action=request.path, heartbeat_url=reverse("channels:panel_heartbeat", args=[slug, lease.pk]),
+        panel=panel, session=session,
+    )
 
 
 @require_POST
 def panel_heartbeat(request, slug, lease_id):
-    panel = _panel(slug)
+    panel = selectors.panel_for_workers(slug=slug)
     session = _panel_session(request, panel)
     if session is None:
         return JsonResponse({"code": "no_session", "message": "Your session has ended."}, status=403)
@@ -350,7 +322,7 @@ def panel_heartbeat(request, slug, lease_id):
 def panel_done(request, slug):
     """The end: the quota is reached or nothing is left. Only then is the completion code shown (or the
     participant redirected to the completion URL); with work left, back to work."""
-    panel = _panel(slug)
+    panel = selectors.panel_for_workers(slug=slug)
     session, error = _require_session(request, panel)
     if error:
         return error
@@ -447,7 +419,7 @@ def publication_detail(request, pk):
     context = {"publication": publication, "campaign": publication.campaign}
     if publication.kind == Publication.Kind.MTURK:
         context["progress"] = selectors.mturk_progress(publication=publication)
-        context["hits"] = publication.hits.order_by("index")[:200]
+        context["hits"] = selectors.mturk_hits_of(publication=publication)[:200]
         context["preview"] = services.mturk_cost_preview(
             reward=publication.options["reward"], n_assignments=publication.planned_assignments,
             assignments_per_hit=publication.options["assignments_per_hit"],

@@ -30,6 +30,7 @@ class NothingLeft:
 
     reason: str
     code: str
+    worker_labels: int = 0  # the worker's labels in this campaign, as lease_acquire read them
 
 
 @dataclass(frozen=True)
@@ -93,26 +94,35 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
     workers do not wait on each other's candidates. It waits for a slot only when every open one is
     locked, holding no slot itself; that cannot deadlock, because the transactions that wait while
     holding slots (label_submit) lock their Participation row before any slot.
+
+    Either answer carries ``worker_labels``, the worker's labels in this campaign (an attribute on the
+    lease): read here under the lock anyway, so callers showing it need no query of their own.
     """
     with transaction.atomic(durable=True):
         campaign = Campaign.objects.get(pk=campaign.pk)
         # A row this transaction inserts is as locked as one it selected FOR UPDATE.
         participation, _ = Participation.objects.select_for_update().get_or_create(campaign=campaign, worker=worker)
+        done = participation.n_labels
         now = timezone.now()
         existing = _live_lease(campaign, worker, now)
         if existing is not None:
+            existing.worker_labels = done
             return existing
         if campaign.status != Campaign.Status.LIVE:
-            return NothingLeft(f"This campaign is {campaign.get_status_display().lower()}.", "campaign_" + campaign.status)
+            status = campaign.get_status_display().lower()
+            return NothingLeft(f"This campaign is {status}.", "campaign_" + campaign.status, worker_labels=done)
         cap = campaign.max_labels_per_worker
-        if cap is not None and participation.n_labels >= cap:
-            return NothingLeft(f"You have given the {cap} labels this campaign allows per worker. Thank you!", "cap_reached")
+        if cap is not None and done >= cap:
+            reason = f"You have given the {cap} labels this campaign allows per worker. Thank you!"
+            return NothingLeft(reason, "cap_reached", worker_labels=done)
         expires_at = now + timedelta(seconds=campaign.lease_seconds)
         for slot in _candidates(campaign, worker, now):
             lease = _lease_slot(slot=slot, worker=worker, now=now, expires_at=expires_at)
             if lease is not None:
+                lease.worker_labels = done
                 return lease
-        return NothingLeft("There is nothing left for you to label in this campaign. Thank you!", "nothing_left")
+        reason = "There is nothing left for you to label in this campaign. Thank you!"
+        return NothingLeft(reason, "nothing_left", worker_labels=done)
 
 
 def _lease_slot(*, slot: Slot, worker: Worker, now: datetime, expires_at: datetime) -> Lease | None:

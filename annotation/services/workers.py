@@ -4,7 +4,14 @@ from annotation.models import Worker
 
 
 def worker_get_or_create(*, channel: str, external_id: str, user=None) -> Worker:
-    """The worker known to ``channel`` as ``external_id``; safe when two requests race to create it."""
+    """The worker known to ``channel`` as ``external_id``; safe when two requests race to create it.
+
+    A known worker (every request of the worker loop but the first) costs one read and no transaction:
+    on SQLite every transaction takes the write lock (settings), which heartbeats must not queue for.
+    """
+    worker = Worker.objects.filter(channel=channel, external_id=external_id).first()
+    if worker is not None:
+        return worker
     try:
         with transaction.atomic(durable=True):
             worker, _ = Worker.objects.get_or_create(channel=channel, external_id=external_id, defaults={"user": user})

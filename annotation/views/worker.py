@@ -5,20 +5,18 @@ the label back to itself, then goes to ``next`` again. While the page is open, s
 sends a heartbeat every third of the lease length.
 """
 from django.contrib import messages
-from django.contrib.auth import get_user_model, login
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
-from django.utils.crypto import get_random_string
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from annotation import selectors, services
-from annotation.forms import SignUpForm, label_from_post, new_client_token
+from annotation.forms import SignUpForm
 from annotation.models import Lease
 from annotation.views.invitations import invitation_is_valid
+from annotation.views.task import heartbeat_json, label_post, lease_is_live, raise_404_if_not_leased, render_task
 
 
 def _safe_next(request, default: str) -> str:
@@ -31,7 +29,7 @@ def _safe_next(request, default: str) -> str:
 def signup(request):
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = form.save()
+        user = services.account_create(username=form.cleaned_data["username"], password=form.cleaned_data["password1"])
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect(_safe_next(request, reverse("home")))
     return render(request, "registration/signup.html", {"form": form, "next": _safe_next(request, "")})
@@ -55,7 +53,7 @@ def worker_join(request, slug, token):
     if request.user.is_authenticated:
         return redirect("worker_campaign", slug=slug)
     if request.method == "POST":
-        user = get_user_model().objects.create_user(username=f"guest-{get_random_string(10).lower()}", password=None)
+        user = services.guest_account_create()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.info(
             request,
@@ -72,18 +70,9 @@ def worker_next(request, slug):
     worker = services.worker_for_user(user=request.user)
     result = services.lease_acquire(campaign=campaign, worker=worker)
     if isinstance(result, services.NothingLeft):
-        context = {
-            "campaign": campaign,
-            "reason": result.reason,
-            "code": result.code,
-            "done": selectors.worker_label_count(campaign=campaign, worker=worker),
-        }
+        context = {"campaign": campaign, "reason": result.reason, "code": result.code, "done": result.worker_labels}
         return render(request, "annotation/nothing_left.html", context)
     return redirect("worker_task", slug=slug, lease_id=result.pk)
-
-
-def _lease_is_live(lease: Lease) -> bool:
-    return lease.status == Lease.Status.ACTIVE and lease.expires_at > timezone.now()
 
 
 @login_required
@@ -91,58 +80,36 @@ def worker_task(request, slug, lease_id):
     """One prompt to label (GET), and its label (POST)."""
     campaign = selectors.campaign_for_workers(slug=slug)
     worker = services.worker_for_user(user=request.user)
+    # Read for a POST too: the form's fields depend on the prompt (label_from_post).
     lease = selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign=campaign)
     error = None
     if request.method == "POST":
-        value = label_from_post(request.POST, prompt=lease.prompt, schema_kind=campaign.schema)
-        try:
-            ack = services.label_submit(
-                lease_id=lease.pk, worker=worker, value=value, client_token=request.POST.get("client_token", "")
-            )
-        except services.LabelRefused as exc:
-            if exc.code != "bad_value":
-                messages.warning(request, exc.message)
-                return redirect("worker_next", slug=slug)
-            error = exc.message
-        else:
-            messages.success(request, f"Saved. You have labeled {ack.worker_labels} so far.")
+        post = label_post(request, campaign=campaign, lease=lease, worker=worker)
+        if post.ack is not None:
+            messages.success(request, f"Saved. You have labeled {post.ack.worker_labels} so far.")
             return redirect("worker_next", slug=slug)
-    elif not _lease_is_live(lease):
+        if post.error is None:
+            messages.warning(request, post.refusal.message)
+            return redirect("worker_next", slug=slug)
+        error = post.error
+    elif not lease_is_live(lease):
         if lease.status == Lease.Status.ACTIVE:
             messages.warning(request, "Your time on that prompt ran out; here is another one.")
         return redirect("worker_next", slug=slug)
-    context = {
-        "campaign": campaign,
-        "lease": lease,
-        "prompt": lease.prompt,
-        "schema": campaign.label_schema,
-        "client_token": new_client_token(),
-        "done": selectors.worker_label_count(campaign=campaign, worker=worker),
-        "form_action": request.path,
-        "heartbeat_url": reverse("worker_heartbeat", args=[slug, lease.pk]),
-        "heartbeat_ms": campaign.lease_seconds * 1000 // 3,
-        "stop_url": reverse("worker_stop", args=[slug, lease.pk]),
-        "error": error,
-    }
-    return render(request, "annotation/worker_task.html", context, status=400 if error else 200)
+    return render_task(
+        request, "annotation/worker_task.html", campaign=campaign, lease=lease, error=error,
+        form_action=request.path, heartbeat_url=reverse("worker_heartbeat", args=[slug, lease.pk]),
+        done=selectors.worker_label_count(campaign=campaign, worker=worker),
+        stop_url=reverse("worker_stop", args=[slug, lease.pk]),
+    )
 
 
 @login_required
 @require_POST
 def worker_heartbeat(request, slug, lease_id):
+    # The slug only names the page: the lease id and its owner are all the service needs.
     worker = services.worker_for_user(user=request.user)
-    # Another worker's lease is a 404, like every resource that is not yours (annotation.permissions).
-    selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign=selectors.campaign_for_workers(slug=slug))
-    return heartbeat_json(lease_id=lease_id, worker=worker)
-
-
-def heartbeat_json(*, lease_id: int, worker) -> JsonResponse:
-    """The labeling page's heartbeat answer, for every channel's page (static/js/label.js reads it)."""
-    try:
-        lease = services.lease_heartbeat(lease_id=lease_id, worker=worker)
-    except services.ServiceError as exc:
-        return JsonResponse({"code": exc.code, "message": exc.message}, status=exc.status)
-    return JsonResponse({"expires_at": lease.expires_at.isoformat()})
+    return heartbeat_json(lease_id=lease_id, worker=worker, not_leased_is_404=True)
 
 
 @login_required
@@ -150,11 +117,10 @@ def heartbeat_json(*, lease_id: int, worker) -> JsonResponse:
 def worker_stop(request, slug, lease_id):
     """The worker stops for now: their prompt goes back to the pool at once."""
     worker = services.worker_for_user(user=request.user)
-    # Another worker's lease is a 404, like every resource that is not yours (annotation.permissions).
-    selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign=selectors.campaign_for_workers(slug=slug))
     try:
         services.lease_release(lease_id=lease_id, worker=worker)
     except services.ServiceError as exc:
+        raise_404_if_not_leased(exc)  # another worker's lease, like every resource that is not yours
         messages.warning(request, exc.message)
     else:
         messages.info(request, "You stopped; the prompt you had went back to the pool. Come back whenever you like.")

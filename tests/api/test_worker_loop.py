@@ -137,6 +137,22 @@ def test_another_workers_lease_does_not_exist_for_you(make_campaign, make_user, 
     assert Label.objects.count() == 0
 
 
+def test_the_worker_loop_costs_a_fixed_number_of_queries(make_campaign, make_user, api, django_assert_max_num_queries):
+    """Ceilings measured on both databases; the counts include the SAVEPOINTs that stand for each
+    service's transaction inside the test's own. Nothing reads the lease before the lease services
+    (they check the owner themselves), next-task counts no labels after lease_acquire (it read them),
+    and a known worker is one read outside any transaction. Submit includes the live audit's
+    statistics (audits.services.label_stats_add), so a change there moves its ceiling."""
+    campaign, client = make_campaign(3), api(make_user())
+    next_task(client, campaign)  # creates the worker and its participation
+    with django_assert_max_num_queries(7):
+        lease_id = next_task(client, campaign).json()["lease"]["id"]  # the same lease again
+    with django_assert_max_num_queries(6):
+        assert client.post(f"/api/v1/leases/{lease_id}/heartbeat/").status_code == 200
+    with django_assert_max_num_queries(25):
+        assert submit(client, lease_id).status_code == 201
+
+
 def test_errors_have_one_shape(make_campaign, make_user, api):
     campaign, client = make_campaign(2), api(make_user())
     assert_error(api().post(f"/api/v1/campaigns/{campaign.slug}/next-task/"), 401, "not_authenticated")

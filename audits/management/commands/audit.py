@@ -23,6 +23,9 @@ def _rescale(text: str) -> tuple[float, float]:
 
 class Command(BaseCommand):
     help = "Audit a labels file (CSV/TSV/JSONL with worker, prompt, value[, gold, group, created_at])."
+    # A file in, a report out: no database, URLs or models are involved, and the system checks
+    # would import every view (the API schema, DRF renderers) just to start.
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("labels", help="labels file: CSV (header), TSV or JSONL")

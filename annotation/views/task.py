@@ -1,0 +1,101 @@
+"""The labeling page, shared by every channel: native workers (worker.py), MTurk's frame and panel links
+(annotation/channels/views.py). Each channel's view finds the lease its own way, then uses these for what
+is the same everywhere: the form's POST, the page's context and the heartbeat; it adds only what is its
+own (MTurk's signed token, the panel's quota, the native "Stop for now" button, ...).
+"""
+from dataclasses import dataclass
+
+from django.http import Http404, JsonResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from annotation import services
+from annotation.forms import label_from_post, new_client_token
+from annotation.models import Campaign, Lease, Worker
+
+# label_submit's refusal of a value the schema rejects: the only one after which the same prompt is shown
+# again (the worker corrects the value); after any other the lease is over and the page moves on.
+BAD_VALUE = "bad_value"
+# The lease services' refusal of a lease that is not the worker's (or does not exist).
+NOT_LEASED = "not_leased"
+
+
+@dataclass(frozen=True)
+class LabelPost:
+    """A labeling form's POST, submitted: ``ack`` when the label was taken, else ``refusal``."""
+
+    ack: services.LabelAck | None = None
+    refusal: services.LabelRefused | None = None
+
+    @property
+    def error(self) -> str | None:
+        """The message to show above the same prompt, or None when the page moves on."""
+        if self.refusal is not None and self.refusal.code == BAD_VALUE:
+            return self.refusal.message
+        return None
+
+
+def label_post(request, *, campaign: Campaign, lease: Lease, worker: Worker, client_token: str | None = None) -> LabelPost:
+    """Submit the label a task page POSTed for ``lease`` (with its prompt loaded).
+
+    ``client_token`` defaults to the one rendered into the form; MTurk passes its per-assignment token
+    instead, so a second tab on the same assignment cannot label a second prompt.
+    """
+    value = label_from_post(request.POST, prompt=lease.prompt, schema_kind=campaign.schema)
+    if client_token is None:
+        client_token = request.POST.get("client_token", "")
+    try:
+        ack = services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=client_token)
+    except services.LabelRefused as exc:
+        return LabelPost(refusal=exc)
+    return LabelPost(ack=ack)
+
+
+def lease_is_live(lease: Lease) -> bool:
+    """Whether a GET of the task page may show this lease's prompt (else the page moves on)."""
+    return lease.status == Lease.Status.ACTIVE and lease.expires_at > timezone.now()
+
+
+def render_task(
+    request, template_name: str, *, campaign: Campaign, lease: Lease, form_action: str, heartbeat_url: str,
+    client_token: str | None = None, error: str | None = None, **extra,
+):
+    """The labeling page for ``lease``; a 400 when it shows ``error`` (label_post's). ``extra`` is the
+    channel's own context. Templates include annotation/_task_body.html, which documents the names."""
+    context = {
+        "campaign": campaign,
+        "lease": lease,
+        "prompt": lease.prompt,
+        "schema": campaign.label_schema,
+        "client_token": client_token or new_client_token(),
+        "form_action": form_action,
+        "heartbeat_url": heartbeat_url,
+        # Three beats per lease length: a lease outlives two missed beats (static/js/label.js).
+        "heartbeat_ms": campaign.lease_seconds * 1000 // 3,
+        "error": error,
+        **extra,
+    }
+    return render(request, template_name, context, status=400 if error else 200)
+
+
+def heartbeat_json(*, lease_id: int, worker: Worker, not_leased_is_404: bool = False) -> JsonResponse:
+    """The labeling page's heartbeat answer, for every channel's page (static/js/label.js reads it).
+
+    Nothing reads the lease first: lease_heartbeat refuses a lease that is not the worker's itself.
+    ``not_leased_is_404`` turns that refusal into a 404, the answer of signed-in pages to everything
+    that is not yours (annotation.permissions). The cookieless channels keep the 409, which label.js
+    shows to the worker (a panel participant replaced on a shared browser, for one).
+    """
+    try:
+        lease = services.lease_heartbeat(lease_id=lease_id, worker=worker)
+    except services.ServiceError as exc:
+        if not_leased_is_404:
+            raise_404_if_not_leased(exc)
+        return JsonResponse({"code": exc.code, "message": exc.message}, status=exc.status)
+    return JsonResponse({"expires_at": lease.expires_at.isoformat()})
+
+
+def raise_404_if_not_leased(exc: services.ServiceError) -> None:
+    """A lease service's refusal of somebody else's lease, as a 404 (like one that never existed)."""
+    if exc.code == NOT_LEASED:
+        raise Http404("No such lease.") from exc
