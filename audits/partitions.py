@@ -165,7 +165,7 @@ def two_proportion_ztest(x1: int, n1: int, x2: int, n2: int) -> tuple[float | No
     Returns ``(z, p, reason)``; ``z`` and ``p`` are None with a reason when a group is empty or the
     pooled proportion is 0 or 1 (no variance).
     """
-    from scipy import stats
+    from scipy import special  # Φ as scipy.stats.norm.sf computes it, without importing scipy.stats
 
     if n1 <= 0 or n2 <= 0:
         return None, None, "a partition has no scored prompts"
@@ -175,7 +175,7 @@ def two_proportion_ztest(x1: int, n1: int, x2: int, n2: int) -> tuple[float | No
     if var <= 0:
         return None, None, "pooled proportion is 0 or 1: no variance to test"
     z = (p1 - p2) / np.sqrt(var)
-    return float(z), float(2 * stats.norm.sf(abs(z))), None
+    return float(z), float(2 * special.ndtr(-abs(z))), None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from audits import (
     LabelMatrix,
     gold_accuracy,
     loo_accuracy,
+    least_squares,
     noise_accuracy_regression,
     normal_interval,
     wilson_interval,
@@ -103,7 +104,36 @@ def test_regression_matches_linregress_and_reports_f():
     assert r.p == pytest.approx(stats.f.sf(f, 1, n - 2))  # the F test's p equals linregress's
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_least_squares_equals_scipy_linregress(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 300))
+    x = rng.random(n)
+    y = 2 - 3 * x if seed == 0 else 0.4 * x + rng.normal(0, rng.random(), n)  # seed 0: a perfect fit
+    slope, intercept, r2, f, p, stderr = least_squares(x, y)
+    ref = stats.linregress(x, y)
+    assert slope == pytest.approx(ref.slope, rel=1e-12, abs=1e-12)
+    assert intercept == pytest.approx(ref.intercept, rel=1e-12, abs=1e-12)
+    assert r2 == pytest.approx(ref.rvalue ** 2, rel=1e-12, abs=1e-12)
+    assert p == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-15)
+    assert stderr == pytest.approx(ref.stderr, rel=1e-9, abs=1e-7)  # sqrt(1 − r²) magnifies rounding at r² ≈ 1
+    assert p == pytest.approx(stats.f.sf(f, 1, n - 2), rel=1e-9, abs=1e-15)  # F = t², so one p for both tests
+
+
 def test_regression_undefined_with_reason():
     m = LabelMatrix.from_triples(["a", "b"], [1, 1], [1, 1])
     regs = noise_accuracy_regression(worker_noise(m), loo_accuracy(m))
     assert all(r.slope is None and r.reason for r in regs.values())
+
+
+def test_regression_undefined_when_every_worker_is_equally_accurate():
+    # unanimous prompts (all 1 or all 0): every worker agrees with the others on every prompt
+    w, p, v = [], [], []
+    for i, prompts in enumerate([range(0, 6), range(2, 9), range(4, 12), range(5, 10)]):
+        for j in prompts:
+            w.append(f"w{i}"), p.append(j), v.append(int(j % 3 == 0))
+    m = LabelMatrix.from_triples(w, p, v)
+    acc = loo_accuracy(m)
+    assert np.all(acc.accuracy == 1.0)
+    reg = noise_accuracy_regression(worker_noise(m), acc)["level_noise"]
+    assert reg.slope is None and reg.reason == "the accuracy is the same for every worker"
