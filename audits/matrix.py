@@ -430,7 +430,9 @@ class LabelMatrix:
         Notes
         -----
         Cost is O(L log L) (one sort for the duplicate check) with no Python loop per label;
-        ids are coded with ``np.unique`` (``pd.factorize`` above 200k labels).
+        ids are coded with ``np.unique`` (``pd.factorize`` above 200k labels). The sufficient
+        statistics every audit starts from (:attr:`stats`) are accumulated here, while the labels
+        are at hand, so audits of the matrix do not pass over the labels again.
 
         Examples
         --------
@@ -550,6 +552,7 @@ class LabelMatrix:
         # the counts are known already: prime the cached properties
         matrix.__dict__["worker_counts"] = w_cnt[w_used]
         matrix.__dict__["prompt_counts"] = p_cnt[p_used]
+        matrix.stats  # noqa: B018  (computed and cached now: see Notes)
         return matrix
 
     @classmethod
@@ -627,7 +630,8 @@ class LabelMatrix:
 
     @cached_property
     def stats(self):
-        """The matrix's :class:`~audits.noise.SufficientStats` (one O(L) pass, then cached)."""
+        """The matrix's :class:`~audits.noise.SufficientStats` (one O(L) pass: at build by
+        :meth:`from_triples`, on first use for a sub-matrix from :meth:`take`)."""
         from audits.noise import SufficientStats
 
         return SufficientStats.from_matrix(self)

@@ -427,12 +427,11 @@ class SufficientStats:
         n, m = matrix.n_workers, matrix.n_prompts
         if values is None and matrix.is_binary:
             # 0/1 values: sums are counts of ones and x² = x
-            ones = matrix.value == 1.0
-            w_sum = np.bincount(matrix.worker[ones], minlength=n).astype(np.float64)
-            if matrix.prompt_sorted and m:  # contiguous prompts: a segmented sum
+            w_sum = np.bincount(matrix.worker, weights=matrix.value, minlength=n)
+            if matrix.prompt_sorted and m:  # contiguous prompts: a segmented sum, faster than bincount
                 p_sum = np.add.reduceat(matrix.value, matrix.prompt_starts)
             else:
-                p_sum = np.bincount(matrix.prompt[ones], minlength=m).astype(np.float64)
+                p_sum = np.bincount(matrix.prompt, weights=matrix.value, minlength=m)
             return cls._trusted(worker_count=matrix.worker_counts, worker_sum=w_sum,
                                 prompt_count=matrix.prompt_counts, prompt_sum=p_sum, prompt_sumsq=p_sum,
                                 worker_sumsq=w_sum)
@@ -457,18 +456,27 @@ class SufficientStats:
         if self.prompt_weight is not None or self.prompt_count.size == 0:
             return self
         c, t, r = self.prompt_count, self.prompt_sum, self.prompt_sumsq
-        if not (np.all(t == np.rint(t)) and np.all(r == np.rint(r))):
+        ci, ti = c.astype(np.int64), t.astype(np.int64)
+        if not np.array_equal(ti, t):  # not integer-valued (the cast truncated, or NaN)
             return self
-        ci, ti, ri = c.astype(np.int64), t.astype(np.int64), r.astype(np.int64)
+        # 0/1 labels have x² = x, so the sums of squares are the sums (from_matrix passes one array)
+        same = r is t
+        ri = ti if same else r.astype(np.int64)
+        if not (same or np.array_equal(ri, r)):
+            return self
         t0, r0 = int(ti.min()), int(ri.min())
-        nc, nt, nr = int(ci.max()) + 1, int(ti.max()) - t0 + 1, int(ri.max()) - r0 + 1
+        nc, nt, nr = int(ci.max()) + 1, int(ti.max()) - t0 + 1, 1 if same else int(ri.max()) - r0 + 1
         if nc * nt * nr > 4 * c.size + 1_000_000:  # states too spread out to be worth a dense count
             return self
-        key = (ci * nt + (ti - t0)) * nr + (ri - r0)
+        key = ci * nt + (ti - t0)
+        if not same:
+            key = key * nr + (ri - r0)
         counts = np.bincount(key, minlength=nc * nt * nr)
         keys = np.flatnonzero(counts)
         rr, rest = keys % nr + r0, keys // nr
         tt, cc = rest % nt + t0, rest // nt
+        if same:
+            rr = tt
         return SufficientStats._trusted(
             worker_count=self.worker_count, worker_sum=self.worker_sum, worker_sumsq=self.worker_sumsq,
             prompt_count=cc, prompt_sum=tt, prompt_sumsq=rr, prompt_weight=counts[keys],
@@ -547,10 +555,9 @@ def noise_from_stats(stats: SufficientStats | None = None, *, ddof: int = 1, **a
 def noise_audit(matrix, *, ddof: int = 1) -> NoiseAudit:
     """The six numbers of a label matrix: ``noise_from_stats(matrix.stats)``.
 
-    ``matrix.stats`` (:meth:`SufficientStats.from_matrix`: bincounts, one O(L) pass) is computed
-    on first use and cached in the matrix, together with its :meth:`SufficientStats.compressed`
-    form (identical prompt states merged), so later audits of the same matrix cost
-    O(workers + prompt states).
+    ``matrix.stats`` (:meth:`SufficientStats.from_matrix`) is accumulated when the matrix is built,
+    so an audit costs O(workers + prompts); the :meth:`SufficientStats.compressed` form (identical
+    prompt states merged) is cached on first use, after which an audit costs O(workers + states).
 
     Parameters
     ----------
@@ -564,7 +571,7 @@ def noise_audit(matrix, *, ddof: int = 1) -> NoiseAudit:
 
     Notes
     -----
-    See :func:`noise_from_stats` for the formulas and every edge case. O(L) time (bincount).
+    See :func:`noise_from_stats` for the formulas and every edge case.
 
     Examples
     --------
