@@ -4,7 +4,7 @@ from annotation.models import Campaign, ImportBatch, Label, Lease, Participation
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows written by the assignment engine: the admin may look and filter, not edit."""
+    """Rows Chorus's services write (with their rules and side effects): the admin may look and filter, not edit."""
 
     def has_add_permission(self, request):
         return False
@@ -17,11 +17,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Campaign)
-class CampaignAdmin(admin.ModelAdmin):
+class CampaignAdmin(ReadOnlyAdmin):
+    """Read-only: campaigns change through the researcher pages and the API, whose services keep
+    the rules (fields frozen once prompts exist, an audit rebuild when the binarization map
+    changes). The admin's save runs inside its own transaction, where those services cannot."""
+
     list_display = ["title", "slug", "owner", "schema", "k", "status", "created_at"]
     list_filter = ["status", "schema"]
     search_fields = ["title", "slug"]
-    filter_horizontal = ["collaborators"]
 
 
 @admin.register(ImportBatch)

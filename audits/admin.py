@@ -2,7 +2,14 @@
 from django.contrib import admin
 
 from annotation.admin import ReadOnlyAdmin
-from audits.models import AuditSnapshot, AuditStats, AuditStatsShard
+from audits.models import (
+    AuditSnapshot,
+    AuditStats,
+    AuditStatsShard,
+    UnitAuditStats,
+    UnitStateCount,
+    WorkerAuditStats,
+)
 
 
 @admin.register(AuditStats)
@@ -24,3 +31,24 @@ class AuditSnapshotAdmin(ReadOnlyAdmin):
     list_filter = ["kind", "campaign"]
     list_select_related = ["campaign"]
     date_hierarchy = "computed_at"
+
+
+@admin.register(WorkerAuditStats)
+class WorkerAuditStatsAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "worker", "n_labels", "n_units", "n_invalid", "sum", "sumsq"]
+    list_filter = ["campaign"]
+    list_select_related = ["campaign", "worker"]
+
+
+@admin.register(UnitAuditStats)
+class UnitAuditStatsAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "prompt", "option", "count", "sum", "sumsq", "disagreement"]
+    list_filter = ["campaign"]
+    list_select_related = ["campaign", "prompt"]
+
+
+@admin.register(UnitStateCount)
+class UnitStateCountAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "shard", "count", "sum", "sumsq", "n_units"]
+    list_filter = ["campaign"]
+    list_select_related = ["campaign"]

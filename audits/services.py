@@ -8,8 +8,9 @@ only keeps their inputs and results in the database.
 * ``audit_schedule_recompute`` debounces per campaign (style guide §4, "Debounce, Sentry style"):
   ``cache.add("audit:pending:<id>")`` and enqueue with a short countdown only when the key is new.
   It never raises: with the broker or the cache down, labels are still accepted.
-* ``audit_refresh`` (the cheap run, Celery task ``audits.refresh``) deletes the key first, then
-  computes the six numbers from the statistics and saves a snapshot keyed by the label watermark.
+* ``audit_refresh`` (the cheap run, Celery task ``audits.refresh``) computes the six numbers from
+  the statistics and saves a snapshot keyed by the label watermark; it holds the key until it ends,
+  then schedules the next run itself if labels arrived meanwhile.
 * ``audit_full`` (task ``audits.full``) runs the engine's whole report on the label matrix.
 * ``audit_sweep`` (Celery beat) schedules every campaign whose audit is behind: it heals lost
   enqueues and catches up after a broker outage.
@@ -28,7 +29,7 @@ from functools import partial
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, DateTimeField, Min, Sum, Value, When
+from django.db.models import Case, DateTimeField, Min, Q, Sum, Value, When
 from django.utils import timezone
 
 from annotation.models import Campaign, ImportBatch, Label, Prompt
@@ -39,7 +40,8 @@ logger = logging.getLogger(__name__)
 DEFAULTS = {
     # seconds between the trigger that enqueues a run and the run (labels meanwhile are folded in)
     "COUNTDOWN": 0.25,
-    # life of the pending key: heals an enqueue lost after the key was set
+    # life of the pending key, which is held from the trigger to the end of the run: heals an enqueue
+    # lost after the key was set, or a run killed midway (a cheap run takes milliseconds)
     "PENDING_TTL": 60,
     # the same for a full run, whose key stays set while it runs (it must outlive the longest run)
     "FULL_TTL": 900,
@@ -362,8 +364,9 @@ def audit_schedule_recompute(*, campaign_id: int, kind: str = AuditSnapshot.Kind
     """Queue a recomputation of the campaign's audit unless one is already queued. Never raises.
 
     Returns True when it enqueued. ``cache.add`` of the pending key (TTL ``PENDING_TTL``) decides:
-    only the first trigger enqueues; the task deletes the key as it starts, so labels that arrive
-    during a run get a fresh run. If the cache or the broker is down, the failure is logged and this
+    only the first trigger enqueues; the run deletes the key as it ends and schedules the next run
+    itself when labels arrived meanwhile, so at most one run per campaign and kind is queued or
+    running. If the cache or the broker is down, the failure is logged and this
     process stops trying for ``RETRY_AFTER`` seconds (so at most one label per process per window
     pays a connection timeout); the TTL and the beat sweep bring the audit back up to date.
     """
@@ -511,16 +514,35 @@ def _consistent_read():
 def audit_refresh(*, campaign_id: int) -> AuditSnapshot | None:
     """The cheap run: the six numbers, progress and agreement from the statistics.
 
-    Deletes the pending key first (labels that arrive from now on get a fresh run), rebuilds the
-    statistics if the map changed, reads them as of one instant without blocking any label, computes,
-    and saves the snapshot keyed by the watermark (the labels that instant included). Idempotent: a
-    rerun at the same watermark rewrites the same row; a run killed midway leaves nothing behind.
-    Reads a constant number of rows per campaign, plus one per worker.
+    Single flight per campaign, like :func:`audit_full`: the pending key stays set while the run is
+    queued and while it runs, so triggers meanwhile enqueue nothing. At the end it deletes the key
+    and then, if labels came in after its read (or the statistics need a rebuild), schedules the next
+    run itself. That order loses no label: a trigger that found the key set fired after its label
+    committed, so the check after the delete sees that label. A run that fails schedules nothing
+    (no hot loop on a persistent error); the beat sweep picks the campaign up again.
+
+    The run rebuilds the statistics if the map changed, reads them as of one instant without
+    blocking any label, computes, and saves the snapshot keyed by the watermark (the labels that
+    instant included). Idempotent: a rerun at the same watermark rewrites the same row; a run
+    killed midway leaves nothing behind. Reads a constant number of rows per campaign, plus one per
+    worker.
     """
+    started, cpu = time.perf_counter(), time.process_time()
+    try:
+        snapshot = _audit_refresh(campaign_id, started, cpu)
+    finally:
+        _clear_pending(campaign_id, AuditSnapshot.Kind.CHEAP)
+    labels = AuditStatsShard.objects.filter(campaign_id=campaign_id).aggregate(n=Sum("n_labels"))["n"] or 0
+    if AuditStats.objects.filter(campaign_id=campaign_id).filter(
+        Q(audited_labels__lt=labels) | Q(needs_rebuild=True)
+    ).exists():
+        audit_schedule_recompute(campaign_id=campaign_id)
+    return snapshot
+
+
+def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapshot | None:
     from audits import selectors  # noqa: PLC0415 (selectors import the engine)
 
-    started, cpu = time.perf_counter(), time.process_time()
-    _clear_pending(campaign_id, AuditSnapshot.Kind.CHEAP)
     stats = AuditStats.objects.filter(campaign_id=campaign_id).values("needs_rebuild").first()
     if stats is None:
         return None
@@ -532,7 +554,6 @@ def audit_refresh(*, campaign_id: int) -> AuditSnapshot | None:
     read_at = timezone.now()
     with _consistent_read():
         if AuditStats.objects.filter(campaign_id=campaign_id, needs_rebuild=True).exists():
-            transaction.on_commit(partial(audit_schedule_recompute, campaign_id=campaign_id))
             return None  # the map changed again since the rebuild: the next run rebuilds
         shards = list(AuditStatsShard.objects.filter(campaign_id=campaign_id).values_list("shard", "n_labels"))
         totals = campaign_totals(campaign_id=campaign_id)
@@ -543,7 +564,6 @@ def audit_refresh(*, campaign_id: int) -> AuditSnapshot | None:
     if data is None:
         logger.error("audit: inconsistent statistics for campaign %s; they will be rebuilt", campaign_id)
         AuditStats.objects.filter(campaign_id=campaign_id).update(needs_rebuild=True)
-        audit_schedule_recompute(campaign_id=campaign_id)
         return None
     with transaction.atomic(durable=True):
         snapshot = _snapshot_save(campaign_id=campaign_id, kind=AuditSnapshot.Kind.CHEAP, watermark=totals.n_labels,

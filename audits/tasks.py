@@ -10,9 +10,11 @@ from celery.signals import worker_init
 @worker_init.connect
 def _import_the_engine(**kwargs) -> None:
     """Import the engine's heavy dependencies once in the worker's main process, before the pool
-    forks: ``scipy.stats`` takes seconds to import, which would otherwise delay the first audit of
-    every pool process (web processes never import it for the live audit)."""
-    import scipy.stats  # noqa: F401
+    forks: scipy takes most of a second to import, which would otherwise delay the first full audit
+    of every pool process (web processes never import it for the live audit)."""
+    import krippendorff  # noqa: F401
+    import scipy.sparse  # noqa: F401
+    import scipy.special  # noqa: F401
 
     import audits.report  # noqa: F401
 

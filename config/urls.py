@@ -12,3 +12,7 @@ urlpatterns = [
     path("audits/", include("audits.urls")),
     path("", include("annotation.urls")),
 ]
+
+# Under /api/ a missing route or a crash still answers in the API's error shape.
+handler404 = "annotation.api.exceptions.not_found"
+handler500 = "annotation.api.exceptions.server_error"

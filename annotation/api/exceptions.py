@@ -6,7 +6,8 @@ input field to its messages. Service refusals keep their own code and status, ex
 """
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -98,3 +99,23 @@ def exception_handler(exc, context):
         codes = exc.get_codes()
         body = error_body(codes if isinstance(codes, str) else exc.default_code, _first_message(exc.detail))
     return Response(body, status=exc.status_code, headers=headers)
+
+
+def _is_api(request) -> bool:
+    return request.path.startswith("/api/")
+
+
+def not_found(request, exception):
+    """``handler404``: a path no route matches keeps the API's error shape under ``/api/``."""
+    if _is_api(request):
+        return JsonResponse(error_body("not_found", "No such endpoint. The schema at /api/schema/ lists them all."),
+                            status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request):
+    """``handler500``: a bug answers API clients in the error shape too (the details go to the log)."""
+    if _is_api(request):
+        return JsonResponse(error_body("server_error", "Something went wrong on our side; nothing was saved. "
+                                       "Try again, and tell the operators if it persists."), status=500)
+    return defaults.server_error(request)

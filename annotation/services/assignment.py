@@ -144,11 +144,17 @@ def _lease_slot(*, slot: Slot, worker: Worker, now: datetime, expires_at: dateti
 
 
 def lease_heartbeat(*, lease_id: int, worker: Worker) -> Lease:
-    """Extend a live lease by the campaign's lease length (the labeling page calls this while open)."""
+    """Extend a live lease by the campaign's lease length (the labeling page calls this while open).
+
+    A paused or closed campaign extends no lease: the lease keeps its expiry, so its label is
+    accepted until then and no later, however long the page stays open.
+    """
     with transaction.atomic(durable=True):
         lease = _locked_lease(lease_id, worker)
         now = timezone.now()
         live = lease.status == Lease.Status.ACTIVE and lease.expires_at > now
+        if live and lease.campaign.status != Campaign.Status.LIVE:
+            return lease
         lease.expires_at = now + timedelta(seconds=lease.campaign.lease_seconds)
         # The slot decides, not the clock read above: on PostgreSQL another worker may take the slot
         # of a lease that just expired between that read and this write.

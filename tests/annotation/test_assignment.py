@@ -132,6 +132,28 @@ def test_closed_campaign_refuses_labels_once_leases_expire(make_campaign, make_w
     assert refused.value.code == "campaign_closed"
 
 
+@pytest.mark.parametrize("action", ["pause", "close"])
+def test_heartbeats_do_not_keep_a_lease_alive_after_pause_or_close(make_campaign, make_worker, action):
+    campaign = make_campaign(3, lease_seconds=60)
+    worker = make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    expires = lease.expires_at
+    services.campaign_transition(campaign=campaign, action=action)
+    with later(30):  # the page keeps beating: the lease keeps its expiry, and may still be labeled
+        assert services.lease_heartbeat(lease_id=lease.pk, worker=worker).expires_at == expires
+    with later(61), pytest.raises(services.LeaseRefused) as ended:
+        services.lease_heartbeat(lease_id=lease.pk, worker=worker)
+    assert ended.value.code == "lease_ended"
+    with later(61), pytest.raises(services.LabelRefused):
+        services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="t")
+    assert not Label.objects.filter(lease=lease).exists()
+    if action == "pause":  # resuming brings heartbeats back for a lease that is still live
+        lease = services.lease_acquire(campaign=services.campaign_transition(campaign=campaign, action="resume"),
+                                       worker=make_worker())
+        with later(30):
+            assert services.lease_heartbeat(lease_id=lease.pk, worker=lease.worker).expires_at > lease.expires_at
+
+
 def test_per_worker_cap(make_campaign, make_worker):
     campaign, worker = make_campaign(5, max_labels_per_worker=2), make_worker()
     for token in "ab":

@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from django.conf import settings
@@ -115,3 +116,19 @@ def test_the_deploy_check_catches_a_weakened_setting():
     result = run_deploy_check(DJANGO_SECURE_SSL_REDIRECT="0")
     assert result.returncode != 0
     assert "security.W008" in result.stdout + result.stderr
+
+
+@pytest.mark.django_db
+def test_api_paths_without_a_route_or_with_a_crash_answer_in_the_error_shape(researcher):
+    client = Client(raise_request_exception=False)
+    client.force_login(researcher)
+    missing = client.get("/api/v1/no-such-thing/")
+    assert missing.status_code == 404 and missing["Content-Type"] == "application/json"
+    assert_error(missing, 404, "not_found")
+    assert "text/html" in client.get("/no-such-page/")["Content-Type"]  # pages keep the HTML 404
+
+    from annotation.api.campaigns import CampaignListCreateApi
+
+    with mock.patch.object(CampaignListCreateApi, "get", side_effect=RuntimeError("a bug")):
+        crash = client.get("/api/v1/campaigns/")
+    assert_error(crash, 500, "server_error")
