@@ -75,6 +75,34 @@ class PromptUploadForm(forms.Form):
         return upload
 
 
+class CollaboratorForm(forms.Form):
+    """A username, as the sharing services take it. Alone it checks the shape only (length, no NUL
+    characters), as for the username in a remove link; ``CollaboratorAddForm`` adds the duplicate check."""
+
+    username = forms.CharField(
+        max_length=150,
+        label="Username",
+        # Phones would otherwise capitalise or "correct" the first letter of a username.
+        widget=forms.TextInput(attrs={"autocapitalize": "none", "autocomplete": "off", "spellcheck": "false"}),
+    )
+
+
+class CollaboratorAddForm(CollaboratorForm):
+    """Somebody to share ``campaign`` with. ``campaign_share`` refuses unknown users and the owner; it
+    accepts a current collaborator silently (it is idempotent, for API retries), so the form, like
+    SignUpForm with a taken username, says so itself: a person adding a name twice has likely mistyped."""
+
+    def __init__(self, *args, campaign: Campaign, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.campaign = campaign
+
+    def clean_username(self):
+        username = self.cleaned_data["username"]
+        if self.campaign.collaborators.filter(username=username).exists():
+            raise forms.ValidationError(f"{username} is already a collaborator.", code="duplicate")
+        return username
+
+
 class SignUpForm(UserCreationForm):
     """A cheap account: a username and a password, nothing else. The form checks them (a free
     username, the password rules); ``account_create`` writes the account."""

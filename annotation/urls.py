@@ -11,6 +11,12 @@ urlpatterns = [
     path("campaigns/<slug:slug>/import/", researcher.campaign_import, name="campaign_import"),
     path("campaigns/<slug:slug>/invitation/", researcher.campaign_invitation, name="campaign_invitation"),
     path("campaigns/<slug:slug>/export.<str:fmt>", researcher.campaign_export, name="campaign_export"),
+    path("campaigns/<slug:slug>/collaborators/", researcher.collaborator_add, name="collaborator_add"),
+    path(
+        "campaigns/<slug:slug>/collaborators/<str:username>/remove/",
+        researcher.collaborator_remove,
+        name="collaborator_remove",
+    ),
     re_path(
         rf"^campaigns/(?P<slug>[-\w]+)/(?P<action>{'|'.join(TRANSITIONS)})/$",
         researcher.campaign_transition,

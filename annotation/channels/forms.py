@@ -1,7 +1,10 @@
-"""Researcher forms: MTurk publishing options and a panel link. The services validate again."""
-from django import forms
+"""Researcher forms: MTurk publishing options, a panel link and an MTurk bonus. The services validate again."""
+from decimal import Decimal
 
-from annotation.channels.services import MTURK_DEFAULTS
+from django import forms
+from django.core.validators import RegexValidator
+
+from annotation.channels.services import MTURK_BONUS_MAX, MTURK_DEFAULTS
 
 
 class MTurkPublicationForm(forms.Form):
@@ -37,3 +40,23 @@ class PanelPublicationForm(forms.Form):
     completion_url = forms.URLField(max_length=500, required=False, assume_scheme="https", help_text="e.g. https://app.prolific.com/submissions/complete?cc=CODE")
     redirect_on_completion = forms.BooleanField(required=False)
     quota_per_session = forms.IntegerField(min_value=1, required=False, help_text="Labels per participant session. Empty: no quota.")
+
+
+class MTurkBonusForm(forms.Form):
+    """A bonus for one MTurk worker of a publication. Whether the worker has work in the publication that
+    can get a bonus is the view's question (a selector's answer), not the form's."""
+
+    worker = forms.CharField(
+        max_length=64, label="MTurk worker id",
+        validators=[RegexValidator(r"^[A-Za-z0-9_-]+$", "An MTurk worker id has only letters and digits.")],
+        widget=forms.TextInput(attrs={"list": "bonus-workers", "autocomplete": "off", "spellcheck": "false"}),
+        help_text="Pick a worker with submitted or approved work in this publication, or type their id.",
+    )
+    amount = forms.DecimalField(
+        min_value=Decimal("0.01"), max_value=MTURK_BONUS_MAX, max_digits=5, decimal_places=2, label="Amount (USD)",
+        help_text=f"From 0.01 to {MTURK_BONUS_MAX}. MTurk adds its commission.",
+    )
+    reason = forms.CharField(
+        max_length=900, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="The worker sees this with the bonus (MTurk requires one).",
+    )

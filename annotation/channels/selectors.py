@@ -2,6 +2,7 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
@@ -17,6 +18,21 @@ def publication_for_user(*, user, pk: int) -> Publication:
     return get_object_or_404(
         Publication.objects.select_related("campaign"), pk=pk, campaign__in=campaigns_visible_to(user=user)
     )
+
+
+def may_spend(*, user, publication: Publication) -> bool:
+    """Whether the user may spend money on the publication (grant bonuses): the campaign's owner and
+    staff, as for sharing (``annotation.permissions.campaign_for_owner``); collaborators only watch."""
+    return user.is_staff or publication.campaign.owner_id == user.pk
+
+
+def publication_for_owner(*, user, pk: int) -> Publication:
+    """A publication the user may spend money on; 403 for the campaign's collaborators (who see it),
+    404 for everybody else."""
+    publication = publication_for_user(user=user, pk=pk)
+    if not may_spend(user=user, publication=publication):
+        raise PermissionDenied("Only the campaign's owner can grant bonuses.")
+    return publication
 
 
 def publications_of(*, campaign) -> QuerySet[Publication]:
@@ -59,6 +75,41 @@ def panel_for_workers(*, slug: str) -> PanelConfig:
 def panel_session_of(*, panel: PanelConfig, pk: int) -> PanelSession | None:
     """The panel's session ``pk`` (kept in the browser's session), with its worker; None if it is gone."""
     return PanelSession.objects.select_related("worker").filter(pk=pk, panel=panel).first()
+
+
+# Assignments MTurk pays a bonus for (SendBonus refuses any other status).
+BONUS_ASSIGNMENT_STATUSES = (MTurkAssignment.Status.SUBMITTED, MTurkAssignment.Status.APPROVED)
+
+
+def mturk_bonus_workers(*, publication: Publication) -> list[str]:
+    """The MTurk worker ids of the publication that can get a bonus (a submitted or approved assignment)."""
+    return list(
+        MTurkAssignment.objects.filter(hit__publication=publication, status__in=BONUS_ASSIGNMENT_STATUSES)
+        .values_list("worker__external_id", flat=True)
+        .distinct()
+        .order_by("worker__external_id")
+    )
+
+
+def mturk_bonus_assignment(*, publication: Publication, worker_ref: str) -> MTurkAssignment | None:
+    """The assignment a bonus to this MTurk worker is sent with (MTurk pays bonuses per assignment), or
+    None if the worker has no submitted or approved assignment in the publication. The worker's oldest
+    one, so that repeating a grant names the same assignment."""
+    return (
+        MTurkAssignment.objects.select_related("worker")
+        .filter(hit__publication=publication, worker__external_id__iexact=worker_ref, status__in=BONUS_ASSIGNMENT_STATUSES)
+        .order_by("pk")
+        .first()
+    )
+
+
+def mturk_bonuses_of(*, publication: Publication) -> QuerySet[MTurkBonus]:
+    """The publication's bonuses, newest first, with what the page shows (worker, token, who granted)."""
+    return (
+        MTurkBonus.objects.filter(assignment__hit__publication=publication)
+        .select_related("assignment__worker", "assignment__hit__publication", "created_by")
+        .order_by("-created_at", "-pk")
+    )
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from annotation.services import ServiceError, worker_get_or_create
 logger = logging.getLogger(__name__)
 
 MTURK_COMMISSION_THRESHOLD = 10  # HITs with this many assignments or more pay the higher commission
+MTURK_BONUS_MAX = Decimal("100.00")  # per bonus, in US dollars: a mistyped amount must not empty the prepaid balance
 REFILL_FEEDBACK = "No label was recorded in Chorus for this assignment."
 _TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
 _PARTICIPANT_ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
@@ -453,20 +454,63 @@ def mturk_block_push(*, block_id: int) -> bool:
     return True
 
 
+class BonusAlreadyGranted(PublicationRefused):
+    """The same bonus was already granted: ``bonus`` is the row that was (or will be) paid."""
+
+    code = "bonus_already_granted"
+    status = 409
+
+    def __init__(self, message: str, *, bonus: MTurkBonus):
+        super().__init__(message)
+        self.bonus = bonus
+
+
 def mturk_bonus_grant(*, assignment: MTurkAssignment, amount, reason: str, user=None) -> MTurkBonus:
-    """Grant a bonus; reconciliation pays it (with a token derived from the new row)."""
+    """Grant a bonus; reconciliation pays it (with a token derived from the new row).
+
+    A bonus is identified by its worker, publication, amount and reason. Granting an identical one again
+    (a double-clicked form, a resubmitted page) raises BonusAlreadyGranted with the first row instead of
+    writing a second one: a second row would carry a second token, which MTurk would pay a second time.
+    A different amount or reason is a different bonus; a failed bonus does not count.
+
+    Locks the publication's row, so two concurrent grants cannot both find no earlier bonus. A grant on a
+    closed publication reopens it: reconciliation skips closed publications, and one with a pending
+    bonus is not closed (see ``_keep_or_expire``).
+    """
     try:
         amount = Decimal(str(amount)).quantize(Decimal("0.01"))
     except InvalidOperation:
         raise PublicationRefused(f"amount must be in US dollars; got {amount!r}.", code="bad_amount") from None
-    if not Decimal("0.01") <= amount <= Decimal("100"):
-        raise PublicationRefused("A bonus must be from 0.01 to 100.00 US dollars.", code="bad_amount")
+    if not Decimal("0.01") <= amount <= MTURK_BONUS_MAX:
+        raise PublicationRefused(f"A bonus must be from 0.01 to {MTURK_BONUS_MAX} US dollars.", code="bad_amount")
     if not reason.strip():
         raise PublicationRefused("Workers see the reason for a bonus: give one.", code="no_reason")
     if assignment.status not in (MTurkAssignment.Status.SUBMITTED, MTurkAssignment.Status.APPROVED):
         raise PublicationRefused("Only a submitted or approved assignment can get a bonus.", code="bad_assignment")
+    reason = reason.strip()[:900]
+    publication_id = MTurkHIT.objects.values_list("publication_id", flat=True).get(pk=assignment.hit_id)
     with transaction.atomic(durable=True):
-        return MTurkBonus.objects.create(assignment=assignment, amount=amount, reason=reason.strip()[:900], created_by=user)
+        Publication.objects.select_for_update().filter(pk=publication_id).values_list("pk", flat=True).get()
+        earlier = (
+            MTurkBonus.objects.filter(
+                assignment__hit__publication_id=publication_id, assignment__worker_id=assignment.worker_id,
+                amount=amount, reason=reason,
+            )
+            .exclude(status=MTurkBonus.Status.FAILED)
+            .select_related("assignment__worker")
+            .order_by("pk")
+            .first()
+        )
+        if earlier is not None:
+            raise BonusAlreadyGranted(
+                f"This bonus (${earlier.amount} to {earlier.assignment.worker.external_id}, \"{earlier.reason}\") was "
+                f"already granted on {earlier.created_at:%Y-%m-%d %H:%M} UTC and is {earlier.get_status_display().lower()}; "
+                "it is paid once. To grant another, change the amount or the reason.",
+                bonus=earlier,
+            )
+        bonus = MTurkBonus.objects.create(assignment=assignment, amount=amount, reason=reason, created_by=user)
+        Publication.objects.filter(pk=publication_id, closed_at__isnull=False).update(closed_at=None)
+    return bonus
 
 
 # --- Reconciliation -------------------------------------------------------------------------------------
@@ -760,9 +804,10 @@ def panel_session_complete(*, session: PanelSession) -> PanelSession:
 
 
 __all__ = [
-    "ChannelError", "CostPreview", "PanelRefused", "PublicationRefused", "ReconcileReport", "labels_still_needed",
-    "mturk_assignment_labeled", "mturk_assignment_open", "mturk_block_push", "mturk_bonus_grant", "mturk_client_token",
-    "mturk_cost_preview", "mturk_nothing_left", "mturk_options_clean", "mturk_plan", "mturk_reconcile",
-    "panel_label_counted", "panel_session_complete", "panel_session_start", "publication_create_mturk",
-    "publication_create_panel", "publication_publish", "publication_withdraw", "publications_to_reconcile",
+    "BonusAlreadyGranted", "ChannelError", "CostPreview", "MTURK_BONUS_MAX", "PanelRefused", "PublicationRefused",
+    "ReconcileReport", "labels_still_needed", "mturk_assignment_labeled", "mturk_assignment_open", "mturk_block_push",
+    "mturk_bonus_grant", "mturk_client_token", "mturk_cost_preview", "mturk_nothing_left", "mturk_options_clean",
+    "mturk_plan", "mturk_reconcile", "panel_label_counted", "panel_session_complete", "panel_session_start",
+    "publication_create_mturk", "publication_create_panel", "publication_publish", "publication_withdraw",
+    "publications_to_reconcile",
 ]

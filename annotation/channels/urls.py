@@ -21,4 +21,5 @@ urlpatterns = [
     path("campaigns/<slug:slug>/panel/", views.panel_publish, name="panel_publish"),
     path("publications/<int:pk>/", views.publication_detail, name="publication_detail"),
     path("publications/<int:pk>/withdraw/", views.publication_withdraw, name="publication_withdraw"),
+    path("publications/<int:pk>/bonuses/", views.publication_bonus_grant, name="publication_bonus_grant"),
 ]

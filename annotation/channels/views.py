@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation import selectors as core_selectors
 from annotation import services as core
 from annotation.channels import selectors, services
-from annotation.channels.forms import MTurkPublicationForm, PanelPublicationForm
+from annotation.channels.forms import MTurkBonusForm, MTurkPublicationForm, PanelPublicationForm
 from annotation.channels.mturk import FRAME_ANCESTORS
 from annotation.channels.models import MTurkAssignment, PanelConfig, PanelSession, Publication
 from annotation.channels.registry import get_channel
@@ -413,9 +413,7 @@ def panel_publish(request, slug):
     return render(request, "channels/panel_publish.html", {"campaign": campaign, "form": form}, status=status)
 
 
-@login_required
-def publication_detail(request, pk):
-    publication = selectors.publication_for_user(user=request.user, pk=pk)
+def _publication_page(request, publication: Publication, *, bonus_form: MTurkBonusForm | None = None, status: int = 200):
     context = {"publication": publication, "campaign": publication.campaign}
     if publication.kind == Publication.Kind.MTURK:
         context["progress"] = selectors.mturk_progress(publication=publication)
@@ -424,6 +422,10 @@ def publication_detail(request, pk):
             reward=publication.options["reward"], n_assignments=publication.planned_assignments,
             assignments_per_hit=publication.options["assignments_per_hit"],
         )
+        context["bonuses"] = selectors.mturk_bonuses_of(publication=publication)[:200]
+        if selectors.may_spend(user=request.user, publication=publication):
+            context["bonus_form"] = bonus_form or MTurkBonusForm()
+            context["bonus_workers"] = selectors.mturk_bonus_workers(publication=publication)
     else:
         panel = publication.panel
         # Prolific fills {{%PROLIFIC_PID%}}-style placeholders in a study URL; other panels have their own.
@@ -437,7 +439,50 @@ def publication_detail(request, pk):
         context["panel"] = panel
         context["panel_url"] = base + "?" + "&".join(f"{k}={v}" for k, v in params.items())
         context["progress"] = selectors.panel_progress(publication=publication)
-    return render(request, "channels/publication_detail.html", context)
+    return render(request, "channels/publication_detail.html", context, status=status)
+
+
+@login_required
+def publication_detail(request, pk):
+    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    return _publication_page(request, publication)
+
+
+@login_required
+@require_POST
+def publication_bonus_grant(request, pk):
+    """The publication page's "Bonus a worker" form. Only writes the bonus: reconciliation pays it. The
+    owner and staff only (it spends the owner's money). A repeated grant (a double click) is refused by
+    the service, which keeps one row and so one payment token."""
+    publication = selectors.publication_for_owner(user=request.user, pk=pk)
+    if publication.kind != Publication.Kind.MTURK:
+        raise Http404("Only MTurk publications pay bonuses.")
+    form = MTurkBonusForm(request.POST)
+    if form.is_valid():
+        worker_ref = form.cleaned_data["worker"]
+        assignment = selectors.mturk_bonus_assignment(publication=publication, worker_ref=worker_ref)
+        if assignment is None:
+            form.add_error("worker", f"{worker_ref} has no submitted or approved assignment in this publication.")
+        else:
+            try:
+                bonus = services.mturk_bonus_grant(
+                    assignment=assignment, amount=form.cleaned_data["amount"], reason=form.cleaned_data["reason"],
+                    user=request.user,
+                )
+            except services.BonusAlreadyGranted as exc:
+                # Most often the second request of a double click: the first one's bonus is on the page.
+                messages.info(request, exc.message)
+                return redirect(reverse("channels:publication_detail", args=[publication.pk]) + "#bonuses")
+            except services.PublicationRefused as exc:
+                form.add_error(None, exc.message)
+            else:
+                messages.success(
+                    request,
+                    f"Bonus of ${bonus.amount} granted to {assignment.worker.external_id}: "
+                    "it is paid on MTurk at the next reconciliation.",
+                )
+                return redirect(reverse("channels:publication_detail", args=[publication.pk]) + "#bonuses")
+    return _publication_page(request, publication, bonus_form=form, status=400)
 
 
 @login_required

@@ -1,7 +1,9 @@
-"""Researcher pages: campaigns, prompt upload, life cycle, progress, export, invitation links.
+"""Researcher pages: campaigns, prompt upload, life cycle, progress, export, invitation links, sharing.
 
 Any signed-in user may create campaigns and becomes their owner; every page about one campaign goes
-through ``campaign_for_user``, which answers 404 to users who neither own nor share it.
+through ``campaign_for_user``, which answers 404 to users who neither own nor share it. Changing who
+it is shared with goes through ``campaign_for_owner`` instead (owner or staff; 403 for collaborators),
+the same rule as the API's.
 """
 from datetime import timedelta
 
@@ -17,8 +19,9 @@ from django.views.decorators.http import require_POST
 
 from annotation import selectors, services
 from annotation.exporting import FORMATS, ExportOptionError, export_response, parse_pseudonymize
-from annotation.forms import CampaignForm, PromptUploadForm
+from annotation.forms import CampaignForm, CollaboratorAddForm, CollaboratorForm, PromptUploadForm
 from annotation.importing import PromptFileError
+from annotation.permissions import campaign_for_owner
 from annotation.services.campaigns import TRANSITIONS
 from annotation.views.invitations import invitation_token
 
@@ -60,7 +63,14 @@ def campaign_edit(request, slug):
     return render(request, "annotation/campaign_form.html", {"form": form, "campaign": campaign})
 
 
-def _detail(request, campaign, *, upload_form=None, import_errors=None, status=200):
+def _may_share(user, campaign) -> bool:
+    """Whether to show the sharing controls: ``campaign_for_owner``'s rule, which the sharing views
+    enforce; this only spares collaborators buttons that would answer 403."""
+    return user.is_staff or campaign.owner_id == user.pk
+
+
+def _detail(request, campaign, *, upload_form=None, import_errors=None, share_form=None, status=200):
+    may_share = _may_share(request.user, campaign)
     context = {
         "campaign": campaign,
         "progress": selectors.campaign_progress(campaign=campaign),
@@ -70,6 +80,9 @@ def _detail(request, campaign, *, upload_form=None, import_errors=None, status=2
         "actions": [action for action, (sources, _) in TRANSITIONS.items() if campaign.status in sources],
         "worker_url": request.build_absolute_uri(reverse("worker_campaign", args=[campaign.slug])),
         "formats": list(FORMATS),
+        "collaborators": campaign.collaborators.order_by("username"),
+        "may_share": may_share,
+        "share_form": (share_form or CollaboratorAddForm(campaign=campaign)) if may_share else None,
     }
     return render(request, "annotation/campaign_detail.html", context, status=status)
 
@@ -128,3 +141,36 @@ def campaign_invitation(request, slug):
     url = request.build_absolute_uri(reverse("worker_join", args=[campaign.slug, invitation_token(campaign)]))
     expires = timezone.now() + timedelta(seconds=settings.CHORUS_INVITATION_MAX_AGE)
     return render(request, "annotation/invitation.html", {"campaign": campaign, "url": url, "expires": expires})
+
+
+@login_required
+@require_POST
+def collaborator_add(request, slug):
+    campaign = campaign_for_owner(user=request.user, slug=slug)
+    form = CollaboratorAddForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        try:
+            user = services.campaign_share(campaign=campaign, **form.cleaned_data)
+        except services.ServiceError as exc:  # an unknown user, or the owner
+            form.add_error("username", exc.message)
+        else:
+            messages.success(request, f"Shared with {user.get_username()}: they can now manage this campaign.")
+            return redirect("campaign_detail", slug=slug)
+    return _detail(request, campaign, share_form=form, status=400)
+
+
+@login_required
+@require_POST
+def collaborator_remove(request, slug, username):
+    campaign = campaign_for_owner(user=request.user, slug=slug)
+    form = CollaboratorForm({"username": username})  # the URL's part is input like any other
+    if not form.is_valid():
+        messages.error(request, "That is not a username.")
+        return redirect("campaign_detail", slug=slug)
+    try:
+        services.campaign_unshare(campaign=campaign, **form.cleaned_data)
+    except services.ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{form.cleaned_data['username']} no longer has access to this campaign.")
+    return redirect("campaign_detail", slug=slug)

@@ -84,6 +84,22 @@ def full_audit(world) -> None:
     assert audit_full(campaign_id=campaign.pk) is not None
 
 
+def mturk_publication(world) -> None:
+    """An MTurk publication of the world's campaign, as ``W("mturk_pk")``, on the locmem backend. Nothing
+    is sent: the publishing task would run after commit, which a test's transaction never reaches."""
+    from django.test import override_settings
+
+    from annotation.channels.services import publication_create_mturk
+
+    channels = {"mturk": {"BACKEND": "annotation.channels.locmem.LocMemChannel", "OPTIONS": {}}}
+    with override_settings(CHORUS_CHANNELS=channels, CHORUS_PUBLIC_URL="https://chorus.test"):
+        publication = publication_create_mturk(
+            campaign=world["campaign"], user=world["users"]["owner"],
+            options={"title": "Matrix", "description": "Matrix", "reward": "0.10"},
+        )
+    world["kwargs"]["mturk_pk"] = publication.pk
+
+
 API = {"anonymous": 401}
 ROWS = {"value": 1, "client_token": "matrix"}
 
@@ -143,6 +159,10 @@ TABLE: dict[str, list[Probe]] = {
     "campaigns/<slug:slug>/import/": [managers("POST", 400)],  # no file: the form's error page
     "campaigns/<slug:slug>/invitation/": [managers("POST", 200)],
     "campaigns/<slug:slug>/export.<str:fmt>": [managers("GET", 200)],
+    # Sharing follows the API's rule (owner and staff; 403 for collaborators). The matrix posts JSON,
+    # which a page's form does not read: no username, so the form's error page.
+    "campaigns/<slug:slug>/collaborators/": [owners("POST", 400)],
+    "campaigns/<slug:slug>/collaborators/<str:username>/remove/": [owners("POST", 302)],
     r"^campaigns/(?P<slug>[-\w]+)/(?P<action>launch|pause|resume|close)/$": [
         managers("POST", 302, kwargs={"action": "pause"})
     ],
@@ -179,6 +199,11 @@ TABLE: dict[str, list[Probe]] = {
     "channels/campaigns/<slug:slug>/panel/": [managers("GET", 200)],
     "channels/publications/<int:pk>/": [managers("GET", 200)],
     "channels/publications/<int:pk>/withdraw/": [managers("POST", 302)],
+    # --- Channels: MTurk bonuses spend the owner's money: owner and staff; collaborators see the
+    # publication page but get 403. No form data: the page's form errors (400) ----------------------
+    "channels/publications/<int:pk>/bonuses/": [
+        owners("POST", 400, kwargs={"pk": W("mturk_pk")}, prepare=mturk_publication)
+    ],
 }
 
 ADMIN_PREFIX = "admin/"
