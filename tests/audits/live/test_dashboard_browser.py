@@ -1,18 +1,30 @@
-"""The dashboard in headless Chromium: new numbers appear while simulated workers label, no reload.
+"""The dashboard in headless Chromium.
 
-Real everything: the page is served by a live server, the labels come from a separate web-side
-process (production settings, Redis), the snapshots from a real Celery worker.
+``test_the_dashboard_shows_new_numbers_without_a_reload``: real everything: the page is served by a
+live server, the labels come from a separate web-side process (production settings, Redis), the
+snapshots from a real Celery worker.
+
+``test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit``: labels through the real
+service path in this process, the task bodies run here (``enqueued`` stands in for the broker), the
+page served by a live server; checks what the page draws (Chart.js instances, the tables) against the
+snapshots.
 """
 import os
+import random
 
 import pytest
 from django.conf import settings
 
+from annotation import services
+from annotation.models import Lease
 from audits.models import AuditSnapshot
+from audits.tasks import audit_full_task, audit_refresh_task
 from tests.audits.live.live import NO_SWEEP, CeleryWorker, Submitter, wait_for
 
-pytestmark = [pytest.mark.browser, pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
+
+@pytest.mark.services
 def test_the_dashboard_shows_new_numbers_without_a_reload(
     chromium, live_server, client, researcher, make_campaign, services_redis, workdir, tmp_path
 ):
@@ -61,3 +73,205 @@ def test_the_dashboard_shows_new_numbers_without_a_reload(
     finally:
         submitter.stop()
         worker.stop()
+
+
+# --- sorting, the outlier flag, the full audit's charts ------------------------------------------
+
+# (external id, labels wanted, probability of answering against the prompt's gold label). "bad" labels
+# first, every prompt: it has the most labels (top of the table's default order) and the lowest accuracy.
+CROWD = [("bad", 40, 0.9), ("g1", 36, 0.0), ("g2", 34, 0.05), ("g3", 32, 0.1), ("g4", 30, 0.1), ("g5", 26, 0.15)]
+# Chart.js instances by canvas id: type, axis titles, dataset types and lengths (JSON-safe).
+CHARTS_JS = """() => Object.fromEntries(Object.values(Chart.instances).map(c => [c.canvas.id, {
+  type: c.config.type,
+  x: c.options.scales.x && c.options.scales.x.title.display ? c.options.scales.x.title.text : null,
+  y: c.options.scales.y && c.options.scales.y.title.display ? c.options.scales.y.title.text : null,
+  labels: (c.data.labels || []).length,
+  datasets: c.data.datasets.map(d => ({type: d.type || c.config.type, label: d.label, n: d.data.length,
+    values: d.data.filter(v => v !== null && (typeof v !== "object" || v.y !== null)).length}))
+}]))"""
+# One Chart.js instance by its canvas id.
+CHART_JS = "(id => Object.values(Chart.instances).find(c => c.canvas.id === id))"
+NAMES = {"level_noise": "LN", "pattern_noise_orig": "PN orig", "pattern_noise_mod": "PN mod",
+         "system_noise_orig": "SN orig", "system_noise_mod": "SN mod", "residual": "residual"}
+
+
+def _label_the_campaign(campaign):
+    """Through the real lease and submit path: "bad" labels every prompt, nearly always against its
+    gold label; then the others, in turn, until each has its labels (or nothing is left for it)."""
+    rng = random.Random(7)
+    gold = dict(campaign.prompts.values_list("pk", "gold"))
+    crowd = [(services.worker_get_or_create(channel="sim", external_id=name), wanted, error) for name, wanted, error in CROWD]
+    done = {worker.pk: 0 for worker, _, _ in crowd}
+
+    def label(worker, error):
+        lease = services.lease_acquire(campaign=campaign, worker=worker)
+        if not isinstance(lease, Lease):
+            return False
+        value = 1 - gold[lease.prompt_id] if rng.random() < error else gold[lease.prompt_id]
+        services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"b{lease.pk}")
+        done[worker.pk] += 1
+        return True
+
+    (bad, wanted, error), others = crowd[0], crowd[1:]
+    while done[bad.pk] < wanted and label(bad, error):
+        pass
+    assert done[bad.pk] == wanted
+    active = list(others)
+    while active:
+        active = [(w, wanted, error) for w, wanted, error in active if done[w.pk] < wanted and label(w, error)]
+    return done
+
+
+def _column(page, index):
+    return page.locator("#workers-body tr").evaluate_all(
+        f"rows => rows.map(r => r.children[{index}].textContent)")
+
+
+def _number(cell):
+    return float(cell.split()[0]) if cell.strip() not in ("", "—") else None
+
+
+def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
+    page, live_server, client, researcher, make_campaign, enqueued
+):
+    from playwright.sync_api import expect
+
+    campaign = make_campaign(40, k=5)
+    done = _label_the_campaign(campaign)
+    n_labels = campaign.labels.count()
+    assert n_labels == sum(done.values()) > 180
+    audit_refresh_task.run(campaign.pk)  # the cheap run only, for now
+    assert AuditSnapshot.objects.get(campaign=campaign, kind="cheap").watermark == n_labels
+
+    client.force_login(researcher)
+    host = live_server.url.split("//", 1)[1].split(":")[0]
+    page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
+                               "domain": host, "path": "/"}])
+    problems = []
+    page.on("console", lambda m: m.type == "error" and "Failed to load resource" not in m.text and problems.append(m.text))
+    page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and problems.append(f"{r.status} {r.url}"))
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(f"{live_server.url}/audits/{campaign.slug}/")
+    expect(page.locator("#audited-labels")).to_have_text(str(n_labels), timeout=10_000)
+    expect(page.locator("#workers-body tr")).to_have_count(len(CROWD))
+    # No full audit yet: only the history chart, no accuracy, no flag, nothing in the agreement table.
+    assert sorted(page.evaluate(CHARTS_JS)) == ["chart-history"]
+    assert page.locator("#workers-body .flag-outlier").count() == 0
+    expect(page.locator("#agreement-body")).to_have_text("Computed by the full audit.")
+    page.evaluate("window.__sameDocument = 42")
+
+    # The full audit lands; the page picks it up on its next poll.
+    audit_full_task.run(campaign.pk)
+    full = AuditSnapshot.objects.get(campaign=campaign, kind="full")
+    report = full.data
+    assert full.watermark == n_labels
+    expect(page.locator("#download-json")).to_be_visible(timeout=10_000)
+    page.wait_for_function("() => Object.keys(Chart.instances).length >= 7", timeout=10_000)
+
+    # --- the outlier flag: exactly the worker whose Wilson interval lies below the pooled accuracy
+    pooled = report["accuracy_summary"]["pooled_accuracy"]
+    accuracy = {row["worker"]: row for row in report["accuracy"]}
+    assert accuracy["sim:bad"]["ci_wilson"][1] < pooled, (accuracy["sim:bad"], pooled)  # the data make it an outlier
+    assert all(row["ci_wilson"][1] >= pooled for name, row in accuracy.items() if name != "sim:bad")
+    flagged = page.locator("#workers-body tr", has=page.locator("td.flag-outlier"))
+    expect(flagged).to_have_count(1)
+    expect(flagged.locator("td").first).to_have_text("sim:bad")
+    expect(flagged.locator("td").last).to_have_text("outlier")
+    assert accuracy["sim:bad"]["accuracy"] < 0.5 and page.locator("#workers-body td.flag-outlier").count() == 1
+
+    # --- sorting by a column header: descending on the first click, ascending on the second
+    expect(page.locator("#workers-body tr td:nth-child(4)").first).not_to_have_text("—")
+    workers = _column(page, 0)
+    labels = [int(c) for c in _column(page, 1)]
+    assert labels == sorted(labels, reverse=True) and workers[0] == "sim:bad"  # the default order: most labels first
+    acc = [_number(c) for c in _column(page, 3)]
+    assert None not in acc and acc != sorted(acc, reverse=True), acc  # "bad" on top: not sorted by accuracy
+    button = page.locator('button.sort[data-sort="accuracy"]')
+    button.click()
+    acc_desc = [_number(c) for c in _column(page, 3)]
+    assert acc_desc == sorted(acc, reverse=True) and acc_desc != acc, acc_desc
+    assert _column(page, 0)[-1] == "sim:bad"
+    button.click()
+    acc_asc = [_number(c) for c in _column(page, 3)]
+    assert acc_asc == sorted(acc) and acc_asc != acc_desc, acc_asc
+    assert _column(page, 0)[0] == "sim:bad"
+    # The cell values are the report's, row by row.
+    shown = dict(zip(_column(page, 0), _column(page, 3)))
+    for name, row in accuracy.items():
+        assert shown[name] == f"{row['accuracy']:.3f} (N = {row['n_scored']})", (name, shown[name], row)
+    # Another column: worker names, ascending first (text), then descending.
+    page.locator('button.sort[data-sort="worker"]').click()
+    assert _column(page, 0) == sorted(workers)
+    page.locator('button.sort[data-sort="worker"]').click()
+    assert _column(page, 0) == sorted(workers, reverse=True)
+    page.locator('button.sort[data-sort="labels"]').click()  # a new key: descending
+    assert [int(c) for c in _column(page, 1)] == sorted(labels, reverse=True)
+    page.locator('button.sort[data-sort="labels"]').click()
+    assert [int(c) for c in _column(page, 1)] == sorted(labels)
+    # The order survives the next poll (the table is redrawn from new data every 2 s).
+    page.wait_for_timeout(2500)
+    assert [int(c) for c in _column(page, 1)] == sorted(labels)
+
+    # --- the charts: every one of the full audit's, with labelled axes and non-empty data
+    charts = page.evaluate(CHARTS_JS)
+    assert sorted(charts) == sorted(["chart-history", "chart-accuracy", "chart-scatter", "chart-min-noise",
+                                     "chart-min-prompts", "chart-max-noise", "chart-max-prompts"]), sorted(charts)
+    for chart_id, c in charts.items():
+        assert c["x"] and c["y"], (chart_id, c)  # both axes titled
+        assert c["datasets"] and all(d["n"] for d in c["datasets"]), (chart_id, c)
+    for kind, word in (("min", "at least"), ("max", "at most")):
+        sweep = report["filters"][kind]
+        noise = charts[f"chart-{kind}-noise"]
+        assert (noise["type"], noise["x"], noise["y"]) == ("line", f"threshold t: keep workers with {word} t labels", "noise (SD)")
+        assert [d["label"] for d in noise["datasets"]] == list(NAMES.values())
+        assert all(d["n"] == len(sweep["threshold"]) for d in noise["datasets"])
+        assert noise["datasets"][0]["values"] > 0  # LN is defined at some threshold
+        prompts = charts[f"chart-{kind}-prompts"]
+        assert (prompts["type"], prompts["x"], prompts["y"]) == ("bar", "threshold t", "prompts")
+        assert prompts["labels"] == len(sweep["threshold"])
+        assert len(prompts["datasets"]) == len(sweep["prompt_distribution"]) >= 2
+    bars = charts["chart-accuracy"]
+    assert (bars["type"], bars["x"], bars["y"]) == ("bar", "worker (most labels first)", "leave-one-out accuracy")
+    assert bars["labels"] == len(report["accuracy"]) == len(CROWD)
+    assert [(d["type"], d["n"]) for d in bars["datasets"]] == [("bar", len(CROWD)), ("line", len(CROWD))]
+    order = page.evaluate(f"() => {CHART_JS}('chart-accuracy').data.labels")
+    per_worker = dict(zip(workers, labels))
+    assert [per_worker[name] for name in order] == sorted(labels, reverse=True), order  # most labels first
+    scatter = charts["chart-scatter"]
+    reg = report["noise_vs_accuracy"]["loo_mode"]["system_noise_orig"]  # the selected noise
+    assert reg["slope"] is not None, reg
+    assert (scatter["x"], scatter["y"]) == ("SN orig on the worker's prompts", "leave-one-out accuracy")
+    assert [(d["type"], d["label"]) for d in scatter["datasets"]] == [("scatter", "workers"), ("line", "least squares")]
+    assert scatter["datasets"][0]["n"] == len(CROWD) and scatter["datasets"][1]["n"] == 2
+    expect(page.locator("#regression-text")).to_contain_text(f"n = {reg['n']} workers")
+    # The points are the report's workers (per-worker noise, accuracy); the line is the fit at their ends.
+    points, line = page.evaluate(f"() => {CHART_JS}('chart-scatter').data.datasets.map(d => d.data)")
+    noise = {row["worker"]: row["system_noise_orig"] for row in report["worker_noise"]}
+    assert sorted((p["worker"], p["x"], p["y"]) for p in points) == sorted(
+        (name, noise[name], row["accuracy"]) for name, row in accuracy.items())
+    assert [end["x"] for end in line] == [min(noise.values()), max(noise.values())]
+    for end in line:
+        assert abs(end["y"] - (reg["intercept"] + reg["slope"] * end["x"])) < 1e-9
+    # Another noise in the selector: the scatter is redrawn on it, its x axis says which.
+    page.select_option("#scatter-noise", "level_noise")
+    x_title = f"() => {CHART_JS}('chart-scatter').options.scales.x.title.text"
+    assert page.evaluate(x_title) == "LN on the worker's prompts"
+    page.select_option("#scatter-noise", "system_noise_orig")
+    # The min filter's LN line is the sweep's, point by point.
+    ln = page.evaluate(f"() => {CHART_JS}('chart-min-noise').data.datasets[0].data")
+    assert [(p["x"], p["y"]) for p in ln] == list(zip(report["filters"]["min"]["threshold"], report["filters"]["min"]["level_noise"]))
+    history = charts["chart-history"]
+    assert history["x"] == "labels audited" and len(history["datasets"]) == 6 and history["datasets"][0]["values"] == 1
+
+    # --- the agreement table: alpha, AC1 and AC2 exactly as in the snapshot (3 decimals)
+    expected = [(v.get("name") or k, "undefined: " + (v.get("reason") or "") if v["value"] is None else f"{v['value']:.3f}")
+                for k, v in report["agreement"].items() if isinstance(v, dict) and "value" in v]
+    names = [name for name, _ in expected]
+    assert {"krippendorff_alpha_nominal", "krippendorff_alpha_interval", "gwet_ac1"} <= set(names), names
+    assert any(name.startswith("gwet_ac2_") for name in names), names
+    assert all(value[0].isdigit() or value[0] == "-" for _, value in expected), expected  # all defined here
+    rows = page.locator("#agreement-body tr").evaluate_all("rows => rows.map(r => [...r.children].map(td => td.textContent))")
+    assert [tuple(r) for r in rows] == expected
+
+    assert page.evaluate("window.__sameDocument") == 42, "the page reloaded"
+    assert not problems, problems  # no CSP violation, no script error
