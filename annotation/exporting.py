@@ -111,10 +111,11 @@ def parse_pseudonymize(value: str | None) -> bool:
     )
 
 
-def export_response(*, campaign: Campaign, fmt: str, pseudonymize: bool = False) -> StreamingHttpResponse:
+def export_response(*, campaign: Campaign, fmt: str, pseudonymize: bool = False, labels=None) -> StreamingHttpResponse:
     """The export as a download, streamed chunk by chunk so its size does not matter, with the
-    format's content type and ``export_filename`` as the attachment's name."""
-    chunks = export_chunks(campaign=campaign, fmt=fmt, pseudonymize=pseudonymize)  # refuses an unknown fmt
+    format's content type and ``export_filename`` as the attachment's name; ``labels`` as for
+    ``export_rows``."""
+    chunks = export_chunks(campaign=campaign, fmt=fmt, pseudonymize=pseudonymize, labels=labels)  # refuses an unknown fmt
     response = StreamingHttpResponse(chunks, content_type=FORMATS[fmt])
     response["Content-Disposition"] = f'attachment; filename="{export_filename(campaign, fmt)}"'
     return response

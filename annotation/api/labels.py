@@ -84,19 +84,22 @@ class LabelListApi(APIView):
 
 
 class LabelExportApi(APIView):
-    """The whole campaign as one file, streamed row by row, so its size does not matter."""
+    """The campaign's labels as one file, streamed row by row, so its size does not matter; the same
+    filters as the paginated list narrow it."""
 
     fmt: str = ""  # bound in urls.py, one URL per format
 
     @extend_schema(
-        parameters=[ExportOptions],
+        parameters=[LabelFilters],
         responses={(200, media.split(";")[0]): OpenApiResponse(OpenApiTypes.STR) for media in FORMATS.values()},
     )
     def get(self, request, slug: str):
         campaign = selectors.campaign_for_user(user=request.user, slug=slug)
-        options = ExportOptions(data=request.query_params)
+        options = LabelFilters(data=request.query_params)
         options.is_valid(raise_exception=True)
-        return export_response(campaign=campaign, fmt=self.fmt, **options.validated_data)
+        pseudonymize = options.validated_data.pop("pseudonymize")
+        labels = selectors.campaign_labels(campaign=campaign, **options.validated_data) if options.validated_data else None
+        return export_response(campaign=campaign, fmt=self.fmt, pseudonymize=pseudonymize, labels=labels)
 
 
 class MyLabelsApi(APIView):

@@ -58,6 +58,24 @@ def test_labels_filtered_by_worker_prompt_and_time(labeled, researcher, api):
     assert_error(client.get(url, {"cursor": "garbage"}), 404, "not_found")
 
 
+def test_streamed_files_take_the_same_filters(labeled, researcher, api):
+    campaign, workers = labeled
+    client = api(researcher)
+    base = f"/api/v1/campaigns/{campaign.slug}"
+    worker = workers[1].public_id
+    listed = client.get(f"{base}/labels/?worker={worker}&prompt=p2").json()["results"]
+    assert [(r["worker"], r["prompt"]) for r in listed] == [(worker, "p2")]
+    streamed = list(csv.DictReader(io.StringIO(b"".join(
+        client.get(f"{base}/labels.csv?worker={worker}&prompt=p2").streaming_content).decode())))
+    assert [(r["worker"], r["prompt"], r["label_id"]) for r in streamed] == [(worker, "p2", str(listed[0]["label_id"]))]
+    lines = b"".join(client.get(f"{base}/labels.jsonl?worker={worker}").streaming_content).decode().splitlines()
+    assert len(lines) == 3 and {json.loads(line)["worker"] for line in lines} == {worker}
+    future = (timezone.now() + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    empty = b"".join(client.get(f"{base}/labels.jsonl", {"since": future}).streaming_content)
+    assert empty == b""
+    assert_error(client.get(f"{base}/labels.csv?since=yesterday"), 400, "invalid")
+
+
 def test_pseudonymized_labels_name_nobody(labeled, researcher, api):
     campaign, workers = labeled
     rows = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/labels/?pseudonymize=1").json()["results"]
