@@ -153,9 +153,9 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/audit/recompute/": [managers("POST", 202, **API)],
     # --- Pages: researchers -----------------------------------------------------------------------
     "": [everyone("GET", 200)],
-    "campaigns/new/": [signed_in("GET", 200)],
+    "campaigns/new/": [signed_in("GET", 200), signed_in("POST", 200)],  # POST: no form data, the form again
     "campaigns/<slug:slug>/": [managers("GET", 200)],
-    "campaigns/<slug:slug>/edit/": [managers("GET", 200)],
+    "campaigns/<slug:slug>/edit/": [managers("GET", 200), managers("POST", 200)],  # POST: the form again
     "campaigns/<slug:slug>/import/": [managers("POST", 400)],  # no file: the form's error page
     "campaigns/<slug:slug>/invitation/": [managers("POST", 200)],
     "campaigns/<slug:slug>/export.<str:fmt>": [managers("GET", 200)],
@@ -170,7 +170,7 @@ TABLE: dict[str, list[Probe]] = {
     "w/<slug:slug>/": [everyone("GET", 200)],
     "w/<slug:slug>/join/<str:token>/": [signed_in("GET", 302, anonymous=200)],
     "w/<slug:slug>/next/": [signed_in("GET", 302)],
-    "w/<slug:slug>/task/<int:lease_id>/": [lease_holder("GET", 200)],
+    "w/<slug:slug>/task/<int:lease_id>/": [lease_holder("GET", 200), lease_holder("POST", 302)],
     "w/<slug:slug>/task/<int:lease_id>/heartbeat/": [lease_holder("POST", 200)],
     "w/<slug:slug>/task/<int:lease_id>/stop/": [lease_holder("POST", 302)],
     # --- Pages: audits ----------------------------------------------------------------------------
@@ -195,8 +195,9 @@ TABLE: dict[str, list[Probe]] = {
     "channels/panel/<slug:slug>/done/": [everyone("GET", 403, kwargs={"slug": W("panel_slug")})],
     # --- Channels: researchers --------------------------------------------------------------------
     "channels/campaigns/<slug:slug>/": [managers("GET", 200)],
-    "channels/campaigns/<slug:slug>/mturk/": [managers("GET", 200)],
-    "channels/campaigns/<slug:slug>/panel/": [managers("GET", 200)],
+    # POST without form data: the form's error page, after the permission check
+    "channels/campaigns/<slug:slug>/mturk/": [managers("GET", 200), managers("POST", 400)],
+    "channels/campaigns/<slug:slug>/panel/": [managers("GET", 200), managers("POST", 400)],
     "channels/publications/<int:pk>/": [managers("GET", 200)],
     "channels/publications/<int:pk>/withdraw/": [managers("POST", 302)],
     # --- Channels: MTurk bonuses spend the owner's money: owner and staff; collaborators see the
