@@ -22,11 +22,16 @@ from annotation.models import Campaign
 from annotation.selectors import campaign_for_user
 
 
+def is_campaign_owner(*, user, campaign: Campaign) -> bool:
+    """Owner's rights (share the campaign, spend its money): its owner and staff, not collaborators."""
+    return user.is_staff or campaign.owner_id == user.pk
+
+
 def campaign_for_owner(*, user, slug: str) -> Campaign:
     """The campaign, for whoever may change its collaborators (owner, staff); 403 for collaborators,
     404 for everybody else."""
     campaign = campaign_for_user(user=user, slug=slug)
-    if not (user.is_staff or campaign.owner_id == user.pk):
+    if not is_campaign_owner(user=user, campaign=campaign):
         raise PermissionDenied("Only the campaign's owner can share it.")
     return campaign
 

@@ -532,7 +532,7 @@ def audit_refresh(*, campaign_id: int) -> AuditSnapshot | None:
         snapshot = _audit_refresh(campaign_id, started, cpu)
     finally:
         _clear_pending(campaign_id, AuditSnapshot.Kind.CHEAP)
-    labels = AuditStatsShard.objects.filter(campaign_id=campaign_id).aggregate(n=Sum("n_labels"))["n"] or 0
+    labels = campaign_totals(campaign_id=campaign_id).n_labels
     if AuditStats.objects.filter(campaign_id=campaign_id).filter(
         Q(audited_labels__lt=labels) | Q(needs_rebuild=True)
     ).exists():

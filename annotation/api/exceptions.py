@@ -2,7 +2,7 @@
 
 Clients switch on ``code``; ``message`` is for people; ``fields`` (validation only) maps each bad
 input field to its messages. Service refusals keep their own code and status, except those meaning
-"not yours" (``NOT_FOUND_CODES``): a 404 ``not_found``, like a resource that does not exist.
+"not yours" (``NotLeased``): a 404 ``not_found``, like a resource that does not exist.
 """
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from annotation.importing import MAX_ERRORS_SHOWN, PromptFileError
-from annotation.services import ServiceError
+from annotation.services import NotLeased, ServiceError
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -56,14 +56,9 @@ def _django_messages(exc: DjangoValidationError):
     }
 
 
-# The services refuse a lease that is not the caller's, or does not exist, with one code: answering it
-# like any resource that is not yours (annotation.permissions) lets the views skip reading the row first.
-NOT_FOUND_CODES = frozenset({"not_leased"})
-
-
 def exception_handler(exc, context):
     """DRF's EXCEPTION_HANDLER. Anything it does not know (a bug) is left to Django: a 500."""
-    if isinstance(exc, ServiceError) and exc.code in NOT_FOUND_CODES:
+    if isinstance(exc, NotLeased):  # "not yours", answered like a resource that does not exist
         exc = exceptions.NotFound()
     elif isinstance(exc, ServiceError):
         set_rollback()

@@ -10,6 +10,7 @@ from annotation.channels.models import (
     MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, PanelConfig, PanelSession, Publication,
 )
 from annotation.models import Label
+from annotation.permissions import is_campaign_owner
 from annotation.selectors import campaigns_visible_to
 
 
@@ -21,9 +22,9 @@ def publication_for_user(*, user, pk: int) -> Publication:
 
 
 def may_spend(*, user, publication: Publication) -> bool:
-    """Whether the user may spend money on the publication (grant bonuses): the campaign's owner and
-    staff, as for sharing (``annotation.permissions.campaign_for_owner``); collaborators only watch."""
-    return user.is_staff or publication.campaign.owner_id == user.pk
+    """Whether the user may spend money on the publication (grant bonuses): owner's rights, as for
+    sharing; collaborators only watch."""
+    return is_campaign_owner(user=user, campaign=publication.campaign)
 
 
 def publication_for_owner(*, user, pk: int) -> Publication:

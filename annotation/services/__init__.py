@@ -2,13 +2,13 @@
 from .accounts import account_create, api_token_get_or_create, guest_account_create
 from .assignment import LabelAck, NothingLeft, label_submit, lease_acquire, lease_heartbeat, lease_release
 from .campaigns import campaign_create, campaign_transition, campaign_update
-from .errors import CampaignStateError, LabelRefused, LeaseRefused, ServiceError
+from .errors import CampaignStateError, LabelRefused, LeaseRefused, NotLeased, ServiceError
 from .prompts import prompts_import
 from .sharing import campaign_share, campaign_unshare
 from .workers import worker_for_user, worker_get_or_create
 
 __all__ = [
-    "CampaignStateError", "LabelAck", "LabelRefused", "LeaseRefused", "NothingLeft", "ServiceError",
+    "CampaignStateError", "LabelAck", "LabelRefused", "LeaseRefused", "NothingLeft", "NotLeased", "ServiceError",
     "account_create", "api_token_get_or_create", "campaign_create", "campaign_share", "campaign_transition",
     "campaign_unshare", "campaign_update", "guest_account_create", "label_submit", "lease_acquire",
     "lease_heartbeat", "lease_release", "prompts_import", "worker_for_user", "worker_get_or_create",

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.schemas import LabelValueError
-from annotation.services.errors import LabelRefused, LeaseRefused
+from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
 from audits.services import label_stats_add
 
 
@@ -184,7 +184,7 @@ def _locked_lease(lease_id: int, worker: Worker) -> Lease:
         .first()
     )
     if lease is None:
-        raise LabelRefused("This prompt is not leased to you.", code="not_leased")
+        raise NotLeased("This prompt is not leased to you.")
     return lease
 
 

@@ -21,6 +21,14 @@ class LabelRefused(ServiceError):
     status = 409
 
 
+class NotLeased(LabelRefused):
+    """The lease is not the caller's, or does not exist. Callers that answer "not yours" like "no such
+    thing" (annotation.permissions) catch this class: the services check the owner, so views need not
+    read the lease first."""
+
+    code = "not_leased"
+
+
 class LeaseRefused(ServiceError):
     code = "lease_refused"
     status = 409

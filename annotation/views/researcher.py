@@ -21,7 +21,7 @@ from annotation import selectors, services
 from annotation.exporting import FORMATS, ExportOptionError, export_response, parse_pseudonymize
 from annotation.forms import CampaignForm, CollaboratorAddForm, CollaboratorForm, PromptUploadForm
 from annotation.importing import PromptFileError
-from annotation.permissions import campaign_for_owner
+from annotation.permissions import campaign_for_owner, is_campaign_owner
 from annotation.services.campaigns import TRANSITIONS
 from annotation.views.invitations import invitation_token
 
@@ -63,14 +63,8 @@ def campaign_edit(request, slug):
     return render(request, "annotation/campaign_form.html", {"form": form, "campaign": campaign})
 
 
-def _may_share(user, campaign) -> bool:
-    """Whether to show the sharing controls: ``campaign_for_owner``'s rule, which the sharing views
-    enforce; this only spares collaborators buttons that would answer 403."""
-    return user.is_staff or campaign.owner_id == user.pk
-
-
 def _detail(request, campaign, *, upload_form=None, import_errors=None, share_form=None, status=200):
-    may_share = _may_share(request.user, campaign)
+    may_share = is_campaign_owner(user=request.user, campaign=campaign)  # else the buttons would answer 403
     context = {
         "campaign": campaign,
         "progress": selectors.campaign_progress(campaign=campaign),

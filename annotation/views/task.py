@@ -16,8 +16,6 @@ from annotation.models import Campaign, Lease, Worker
 # label_submit's refusal of a value the schema rejects: the only one after which the same prompt is shown
 # again (the worker corrects the value); after any other the lease is over and the page moves on.
 BAD_VALUE = "bad_value"
-# The lease services' refusal of a lease that is not the worker's (or does not exist).
-NOT_LEASED = "not_leased"
 
 
 @dataclass(frozen=True)
@@ -88,14 +86,10 @@ def heartbeat_json(*, lease_id: int, worker: Worker, not_leased_is_404: bool = F
     """
     try:
         lease = services.lease_heartbeat(lease_id=lease_id, worker=worker)
-    except services.ServiceError as exc:
+    except services.NotLeased as exc:
         if not_leased_is_404:
-            raise_404_if_not_leased(exc)
+            raise Http404("No such lease.") from exc
+        return JsonResponse({"code": exc.code, "message": exc.message}, status=exc.status)
+    except services.ServiceError as exc:
         return JsonResponse({"code": exc.code, "message": exc.message}, status=exc.status)
     return JsonResponse({"expires_at": lease.expires_at.isoformat()})
-
-
-def raise_404_if_not_leased(exc: services.ServiceError) -> None:
-    """A lease service's refusal of somebody else's lease, as a 404 (like one that never existed)."""
-    if exc.code == NOT_LEASED:
-        raise Http404("No such lease.") from exc

@@ -7,6 +7,7 @@ sends a heartbeat every third of the lease length.
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -16,7 +17,7 @@ from annotation import selectors, services
 from annotation.forms import SignUpForm
 from annotation.models import Lease
 from annotation.views.invitations import invitation_is_valid
-from annotation.views.task import heartbeat_json, label_post, lease_is_live, raise_404_if_not_leased, render_task
+from annotation.views.task import heartbeat_json, label_post, lease_is_live, render_task
 
 
 def _safe_next(request, default: str) -> str:
@@ -119,8 +120,9 @@ def worker_stop(request, slug, lease_id):
     worker = services.worker_for_user(user=request.user)
     try:
         services.lease_release(lease_id=lease_id, worker=worker)
+    except services.NotLeased as exc:  # another worker's lease, like every resource that is not yours
+        raise Http404("No such lease.") from exc
     except services.ServiceError as exc:
-        raise_404_if_not_leased(exc)  # another worker's lease, like every resource that is not yours
         messages.warning(request, exc.message)
     else:
         messages.info(request, "You stopped; the prompt you had went back to the pool. Come back whenever you like.")
