@@ -67,6 +67,6 @@ class LeaseAdmin(ReadOnlyAdmin):
 
 @admin.register(Label)
 class LabelAdmin(ReadOnlyAdmin):
-    list_display = ["worker", "prompt", "value", "created_at"]
-    list_filter = ["campaign"]
+    list_display = ["worker", "prompt", "value", "created_at", "voided_at", "void_reason"]
+    list_filter = ["campaign", ("voided_at", admin.EmptyFieldListFilter)]
     search_fields = ["prompt__external_id", "worker__external_id"]

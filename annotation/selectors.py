@@ -72,8 +72,9 @@ def worker_label_count(*, campaign: Campaign, worker: Worker) -> int:
 
 def campaign_labels(*, campaign: Campaign, worker: str = "", prompt: str = "", since=None) -> QuerySet[Label]:
     """The campaign's labels in label order, optionally only one worker's (by public id,
-    ``channel:external id``), one prompt's (by its imported id) or those created at or after ``since``."""
-    labels = Label.objects.filter(campaign=campaign)
+    ``channel:external id``), one prompt's (by its imported id) or those created at or after ``since``.
+    Void labels are left out: they do not count."""
+    labels = Label.objects.counted().filter(campaign=campaign)
     if worker:
         channel, _, external_id = worker.partition(":")
         labels = labels.filter(worker__channel=channel, worker__external_id=external_id)

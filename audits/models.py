@@ -22,7 +22,10 @@ class AuditStats(models.Model):
     campaign = models.OneToOneField("annotation.Campaign", on_delete=models.CASCADE, related_name="audit_stats")
     scale = models.JSONField(default=dict, help_text="The raw → unit map the statistics were built with.")
     needs_rebuild = models.BooleanField(
-        default=False, help_text="The map changed under existing labels: rebuild from the labels."
+        default=False, help_text="The map changed under existing labels, or a label became void: rebuild from the labels."
+    )
+    rebuilt_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last rebuild: a full run that read the labels before it is not saved."
     )
     audited_labels = models.PositiveBigIntegerField(default=0, help_text="Watermark of the latest cheap snapshot.")
     audited_at = models.DateTimeField(null=True, blank=True)
@@ -125,7 +128,9 @@ class AuditSnapshot(models.Model):
 
     ``kind`` cheap: the six numbers, progress and agreement from the statistics (every few labels);
     full: the engine's whole report on the label matrix (filter sweeps, accuracy, agreement; slower
-    cadence). Saved idempotently keyed by (campaign, kind, watermark), so a rerun is harmless.
+    cadence). Saved idempotently keyed by (campaign, kind, watermark), so a rerun is harmless. A rebuild
+    of the statistics (a new map, void labels) deletes the snapshots at and above the rebuilt label
+    count: they no longer describe the labels at their watermark, and the next runs replace them.
     """
 
     class Kind(models.TextChoices):

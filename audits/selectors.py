@@ -39,7 +39,7 @@ def campaign_label_matrix(*, campaign: Campaign) -> tuple[LabelMatrix, int]:
     workers by their public id (``<channel>:<id>``); gold comes from the prompts; raw values go
     through the campaign's binarization map (values it leaves out are counted invalid).
     """
-    rows = list(Label.objects.filter(campaign=campaign).values_list("worker_id", "prompt_id", "value"))
+    rows = list(Label.objects.counted().filter(campaign=campaign).values_list("worker_id", "prompt_id", "value"))
     watermark = len(rows)
     per_option = campaign.schema == Campaign.Schema.OPTION_RATING
     prompts = {pk: (ext, gold) for pk, ext, gold in Prompt.objects.filter(campaign=campaign).values_list("pk", "external_id", "gold")}
@@ -254,7 +254,7 @@ def ambiguous_units(*, campaign: Campaign, limit: int = 10) -> list[dict]:
     )
     labels: dict[int, list] = {}
     for prompt_id, channel, ext, value in (
-        Label.objects.filter(prompt_id__in={u.prompt_id for u in units})
+        Label.objects.counted().filter(prompt_id__in={u.prompt_id for u in units})
         .order_by("id").values_list("prompt_id", "worker__channel", "worker__external_id", "value")
     ):
         labels.setdefault(prompt_id, []).append((f"{channel}:{ext}", value))

@@ -106,7 +106,7 @@ def _stats_row(campaign_id: int, scale: dict, *, exclude_label: int | None = Non
     row = AuditStats.objects.filter(campaign_id=campaign_id).values_list("scale", "needs_rebuild").first()
     if row is not None:
         return row
-    older = Label.objects.filter(campaign_id=campaign_id)
+    older = Label.objects.counted().filter(campaign_id=campaign_id)
     if exclude_label is not None:
         older = older.exclude(pk=exclude_label)
     try:
@@ -280,8 +280,12 @@ def campaign_totals(*, campaign_id: int) -> Totals:
 
 
 def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
-    """Recompute a campaign's statistics from its labels (after a change of the binarization map,
-    or for labels that predate the statistics), in one transaction.
+    """Recompute a campaign's statistics from its counted labels (after a change of the binarization
+    map, a label made void, or for labels that predate the statistics), in one transaction.
+
+    The snapshots at and above the rebuilt label count are deleted: they were computed on other
+    labels or another map, and keeping them would let a stale one pass for the latest (snapshots are
+    keyed by their label count, which a void label lowers). The next runs replace them.
 
     On PostgreSQL it first locks the statistics tables against writes, waiting for labels in flight:
     labels (of every campaign) wait meanwhile and are folded in after it, on the new map. This is
@@ -300,7 +304,7 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
                 cursor.execute(f"LOCK TABLE {tables} IN SHARE ROW EXCLUSIVE MODE")
         _stats_row(campaign_id, scale)
         stats = AuditStats.objects.select_for_update().get(campaign_id=campaign_id)
-        rows = list(Label.objects.filter(campaign_id=campaign_id).values_list("worker_id", "prompt_id", "value"))
+        rows = list(Label.objects.counted().filter(campaign_id=campaign_id).values_list("worker_id", "prompt_id", "value"))
         workers: dict[int, list] = {}
         units: dict[tuple[int, int], list] = {}
         totals = [0, 0, 0.0, 0.0]  # units, invalid, sum, sumsq
@@ -349,9 +353,11 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
                             first_unaudited_at=now if rows else None),
             *(AuditStatsShard(campaign_id=campaign_id, shard=i) for i in range(1, shards)),
         ])
+        AuditSnapshot.objects.filter(campaign_id=campaign_id, watermark__gte=len(rows)).delete()
         stats.scale = scale
         stats.needs_rebuild = False
         stats.audited_labels = 0  # earlier snapshots used other statistics: audit again
+        stats.rebuilt_at = now
         stats.save()
     return stats
 
@@ -457,10 +463,10 @@ def audit_sweep() -> dict:
     return {"cheap": sorted(cheap), "full": sorted(full)}
 
 
-def audit_scale_changed(*, campaign_id: int) -> None:
-    """The campaign's binarization map changed, so its statistics hold units on the old map: mark them
-    for a rebuild and schedule it, so the audit follows even when no further label arrives (a paused
-    or closed campaign). Called inside the transaction that changed the map."""
+def audit_stats_invalidate(*, campaign_id: int) -> None:
+    """The campaign's statistics no longer match its labels (its binarization map changed, or a label
+    became void): mark them for a rebuild and schedule it, so the audit follows even when no further
+    label arrives (a paused or closed campaign). Called inside the transaction that made the change."""
     AuditStats.objects.filter(campaign_id=campaign_id).update(needs_rebuild=True)
     transaction.on_commit(partial(audit_schedule_recompute, campaign_id=campaign_id))
 
@@ -605,6 +611,7 @@ def _audit_full(campaign_id: int, started: float, cpu: float) -> AuditSnapshot |
     campaign = Campaign.objects.filter(pk=campaign_id).first()
     if campaign is None:
         return None
+    read_at = timezone.now()
     matrix, watermark = selectors.campaign_label_matrix(campaign=campaign)
     existing = AuditSnapshot.objects.filter(campaign=campaign, kind=AuditSnapshot.Kind.FULL, watermark=watermark).first()
     if existing is not None:
@@ -613,6 +620,10 @@ def _audit_full(campaign_id: int, started: float, cpu: float) -> AuditSnapshot |
         return None
     report = full_report_data(campaign=campaign, matrix=matrix, watermark=watermark)
     with transaction.atomic(durable=True):
+        if AuditStats.objects.filter(campaign_id=campaign_id).filter(
+            Q(needs_rebuild=True) | Q(rebuilt_at__gte=read_at)
+        ).exists():
+            return None  # labels changed under this run (a void label, a new map): the next run redoes it
         return _snapshot_save(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL, watermark=watermark,
                               data=report, started=started, cpu=cpu)
 

@@ -101,6 +101,7 @@ class MTurkAssignment(models.Model):
 
     class Status(models.TextChoices):
         ACCEPTED = "accepted", "Accepted (working)"
+        ABANDONED = "abandoned", "Returned or expired, never submitted"
         SUBMITTED = "submitted", "Submitted"
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"

@@ -123,6 +123,8 @@ class MTurkProgress:
     assignments_published: int
     accepted: int
     labeled: int
+    voided: int
+    abandoned: int
     submitted: int
     approved: int
     rejected: int
@@ -144,6 +146,8 @@ def mturk_progress(*, publication: Publication) -> MTurkProgress:
     assignments = MTurkAssignment.objects.filter(hit__publication=publication).aggregate(
         accepted=Count("id"),
         labeled=Count("id", filter=Q(label__isnull=False)),
+        voided=Count("id", filter=Q(label__voided_at__isnull=False)),
+        abandoned=Count("id", filter=Q(status=S.ABANDONED)),
         submitted=Count("id", filter=Q(status__in=[S.SUBMITTED, S.APPROVED, S.REJECTED])),
         approved=Count("id", filter=Q(status=S.APPROVED)),
         rejected=Count("id", filter=Q(status=S.REJECTED)),
@@ -157,6 +161,7 @@ def mturk_progress(*, publication: Publication) -> MTurkProgress:
     return MTurkProgress(
         hits_planned=hits["planned"], hits_live=hits["live"], hits_expired=hits["expired"],
         assignments_published=hits["published"] or 0, accepted=assignments["accepted"], labeled=assignments["labeled"],
+        voided=assignments["voided"], abandoned=assignments["abandoned"],
         submitted=assignments["submitted"], approved=assignments["approved"], rejected=assignments["rejected"],
         nothing_left=assignments["nothing_left"],
         blocked=MTurkWorkerBlock.objects.filter(publication=publication, status=MTurkWorkerBlock.Status.DONE).count(),

@@ -34,13 +34,16 @@ from annotation.channels.models import (
 )
 from annotation.channels.registry import get_channel
 from annotation.models import Campaign, Label, Slot, Worker
-from annotation.services import ServiceError, worker_get_or_create
+from annotation.services import ServiceError, label_void, worker_get_or_create
 
 logger = logging.getLogger(__name__)
 
 MTURK_COMMISSION_THRESHOLD = 10  # HITs with this many assignments or more pay the higher commission
 MTURK_BONUS_MAX = Decimal("100.00")  # per bonus, in US dollars: a mistyped amount must not empty the prepaid balance
 REFILL_FEEDBACK = "No label was recorded in Chorus for this assignment."
+# How long after an assignment's deadline reconciliation still waits for MTurk to list it as submitted
+# before it voids the assignment's label: MTurk's listing may lag behind a submission made at the deadline.
+MTURK_SUBMIT_GRACE = timedelta(minutes=5)
 _TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
 _PARTICIPANT_ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
 _PANEL_NAME = re.compile(r"^[a-z][a-z0-9_]{1,19}$")
@@ -529,20 +532,22 @@ class ReconcileReport:
     blocks_pushed: int = 0
     extended: int = 0
     expired: int = 0
+    abandoned: int = 0
+    voided: int = 0
     errors: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         counts = ", ".join(
             f"{name} {getattr(self, name)}"
             for name in ("hits", "seen", "approved", "rejected", "already_reviewed", "refilled", "bonuses_paid",
-                         "blocks_pushed", "extended", "expired")
+                         "blocks_pushed", "extended", "expired", "abandoned", "voided")
         )
         return f"publication {self.publication_id}: {counts}" + (f"; errors: {'; '.join(self.errors)}" if self.errors else "")
 
 
 FAILED = object()  # a reconciliation step that failed permanently this run
 
-_ORDER = {MTurkAssignment.Status.ACCEPTED: 0, MTurkAssignment.Status.SUBMITTED: 1,
+_ORDER = {MTurkAssignment.Status.ACCEPTED: 0, MTurkAssignment.Status.ABANDONED: 0, MTurkAssignment.Status.SUBMITTED: 1,
           MTurkAssignment.Status.APPROVED: 2, MTurkAssignment.Status.REJECTED: 2}
 
 
@@ -573,7 +578,35 @@ def _record_submission(publication: Publication, hit: MTurkHIT, submission, work
             changed.append("refill")
         if changed:
             assignment.save(update_fields=changed)
+    if assignment.status == MTurkAssignment.Status.REJECTED:
+        _void_label(assignment, "The MTurk assignment was rejected.")
     return assignment
+
+
+def _void_label(assignment: MTurkAssignment, reason: str) -> bool:
+    """Void the assignment's label unless it is void already; returns whether it voided one."""
+    if assignment.label_id is None or not Label.objects.counted().filter(pk=assignment.label_id).exists():
+        return False
+    label_void(label_id=assignment.label_id, reason=reason)
+    return True
+
+
+def _close_lapsed(publication: Publication, listed_since, report: ReconcileReport) -> None:
+    """Assignments opened in Chorus that MTurk did not list as submitted, although their time ran out
+    before the listing began (plus ``MTURK_SUBMIT_GRACE``): the worker returned the HIT or let it expire.
+    MTurk gives the slot back on its HIT by itself; Chorus gives back the label's slot, since a label
+    counts only when its assignment is Submitted or Approved."""
+    cutoff = listed_since - timedelta(seconds=publication.options["assignment_duration"]) - MTURK_SUBMIT_GRACE
+    lapsed = MTurkAssignment.objects.filter(
+        hit__publication=publication, status=MTurkAssignment.Status.ACCEPTED, opened_at__lt=cutoff
+    )
+    for assignment in lapsed:
+        if _void_label(assignment, "The MTurk assignment was returned or expired without being submitted."):
+            report.voided += 1
+        with transaction.atomic(durable=True):
+            report.abandoned += MTurkAssignment.objects.filter(
+                pk=assignment.pk, status=MTurkAssignment.Status.ACCEPTED
+            ).update(status=MTurkAssignment.Status.ABANDONED)
 
 
 def _record_review(assignment: MTurkAssignment, status: str) -> None:
@@ -628,6 +661,10 @@ def mturk_reconcile(*, publication_id: int) -> ReconcileReport:
     1. resume publishing if it stalled; push pending blocks;
     2. list every HIT's assignments (all pages): a label counts when its assignment is Submitted or
        Approved; approve Submitted ones whose label Chorus holds, reject those without (and refill);
+       void the labels of assignments rejected, or no longer submittable and never listed (returned
+       or expired), so their slots go back to the pool. An assignment submitted after its label was
+       voided is still approved (the worker did the work) but its label stays void: by then another
+       worker may hold the slot;
     3. pay pending bonuses (token per bonus row);
     4. keep HITs alive while the campaign wants labels; expire them once it is full, closed or withdrawn.
     """
@@ -659,6 +696,7 @@ def mturk_reconcile(*, publication_id: int) -> ReconcileReport:
         if attempt(f"block {block_id}", mturk_block_push, block_id=block_id) is True:
             report.blocks_pushed += 1
 
+    listed_since = timezone.now()
     hits = list(MTurkHIT.objects.filter(publication=publication, hit_id__isnull=False).order_by("index"))
     report.hits = len(hits)
     workers: dict[str, Worker] = {}
@@ -688,6 +726,8 @@ def mturk_reconcile(*, publication_id: int) -> ReconcileReport:
                 report.approved += 1
             else:
                 report.rejected += 1
+
+    _close_lapsed(publication, listed_since, report)
 
     for assignment in MTurkAssignment.objects.filter(
         hit__publication=publication, refill=MTurkAssignment.Refill.PENDING
@@ -736,14 +776,17 @@ def _keep_or_expire(channel, publication: Publication, report: ReconcileReport, 
             publication=publication, status=MTurkHIT.Status.LIVE
         ).exists():
             fields["status"] = Publication.Status.WITHDRAWN
-        settle = timedelta(seconds=publication.options["assignment_duration"] + publication.options["auto_approval_delay"])
+        settle = timedelta(
+            seconds=publication.options["assignment_duration"] + publication.options["auto_approval_delay"]
+        ) + MTURK_SUBMIT_GRACE
         if (
             not wanted
             and publication.status in (Publication.Status.PUBLISHED, Publication.Status.WITHDRAWN)
             and not MTurkHIT.objects.filter(publication=publication, status=MTurkHIT.Status.LIVE).exists()
             and not MTurkHIT.objects.filter(publication=publication, expires_at__gt=now - settle).exists()
             and not MTurkAssignment.objects.filter(
-                hit__publication=publication, status=MTurkAssignment.Status.SUBMITTED
+                hit__publication=publication,
+                status__in=[MTurkAssignment.Status.ACCEPTED, MTurkAssignment.Status.SUBMITTED],
             ).exists()
             and not MTurkBonus.objects.filter(assignment__hit__publication=publication, status=MTurkBonus.Status.PENDING).exists()
         ):

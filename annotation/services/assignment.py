@@ -5,7 +5,8 @@ The guarantees are carried by the database, not by these Python checks:
 * at most k labels per prompt: a prompt has k ``Slot`` rows and a label fills one (``Label.slot`` is
   unique); a lease holds a slot through a conditional UPDATE that only succeeds on a free or expired slot;
 * never twice: ``Lease`` is unique on (prompt, worker), and so is ``Label``;
-* an acknowledged label is committed before the acknowledgment is returned.
+* an acknowledged label is committed before the acknowledgment is returned, and never deleted: a label
+  a channel voids afterwards (``label_void``) gives its slot back but keeps its row and its lease.
 
 SQLite runs every transaction as BEGIN IMMEDIATE (settings), so writers are serialised; PostgreSQL
 runs at READ COMMITTED with row locks (``select_for_update``) where stated.
@@ -21,7 +22,7 @@ from django.utils import timezone
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.schemas import LabelValueError
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
-from audits.services import label_stats_add
+from audits.services import audit_stats_invalidate, label_stats_add
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,34 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
         # Last lock taken (the campaign's audit statistics); schedules the audit on commit.
         label_stats_add(label=label, campaign=campaign)
         return _ack(label, worker_labels=participation.n_labels, duplicate=False)
+
+
+def label_void(*, label_id: int, reason: str) -> Label:
+    """Make an acknowledged label not count, and give its slot back to the pool.
+
+    For channels whose labels count only once the channel confirms them (an MTurk assignment that was
+    returned, abandoned or rejected after its label was acknowledged). The row stays, marked void; the
+    worker's lease stays too, so the prompt is never shown to them again. Another worker can fill the
+    slot. The audit's statistics are rebuilt without the label (``audit_stats_invalidate``).
+    Idempotent: voiding a void label changes nothing.
+    """
+    with transaction.atomic(durable=True):
+        label = Label.objects.select_for_update(of=("self",)).select_related("campaign").get(pk=label_id)
+        if label.voided_at is not None:
+            return label
+        # label_submit's lock order: the worker's Participation, the prompt, then its slots.
+        Participation.objects.select_for_update().filter(campaign_id=label.campaign_id, worker_id=label.worker_id).update(
+            n_labels=F("n_labels") - 1
+        )
+        Prompt.objects.filter(pk=label.prompt_id).update(n_labels=F("n_labels") - 1)
+        Slot.objects.filter(prompt_id=label.prompt_id, filled=False).update(priority=F("priority") - 1)
+        n_labels = Prompt.objects.values_list("n_labels", flat=True).get(pk=label.prompt_id)
+        slot_id = label.slot_id
+        label.voided_at, label.void_reason, label.slot = timezone.now(), reason[:200], None
+        label.save(update_fields=["voided_at", "void_reason", "slot"])
+        Slot.objects.filter(pk=slot_id).update(filled=False, lease=None, lease_expires_at=None, priority=n_labels)
+        audit_stats_invalidate(campaign_id=label.campaign_id)
+    return label
 
 
 def _ack(label: Label, *, worker_labels: int | None = None, duplicate: bool) -> LabelAck:

@@ -6,7 +6,7 @@ from django.utils.crypto import get_random_string
 
 from annotation.models import Campaign
 from annotation.services.errors import CampaignStateError
-from audits.services import audit_scale_changed
+from audits.services import audit_stats_invalidate
 
 EDITABLE_FIELDS = {
     "title",
@@ -71,7 +71,7 @@ def campaign_update(*, campaign: Campaign, **fields) -> Campaign:
         campaign.full_clean()
         campaign.save()
         if campaign.binarization != old_binarization:
-            audit_scale_changed(campaign_id=campaign.pk)
+            audit_stats_invalidate(campaign_id=campaign.pk)
     return campaign
 
 

@@ -4,7 +4,8 @@ Many clients hammer the engine at once: threads in this process and threads in s
 each with its own database connection, as web threads and web processes would. They do what a real
 crowd does: label, let leases expire, skip, double-click (one client token sent twice at once from
 two threads), retry after a lost response, heartbeat, open a second tab as the same worker, and
-submit on someone else's lease. Afterwards the stored rows are checked against the guarantees, and
+submit on someone else's lease; and a channel voids labels meanwhile (MTurk reconciliation taking a
+returned assignment's label back), which gives slots back to the pool. Afterwards the stored rows are checked against the guarantees, and
 a drain must bring every prompt to exactly k labels.
 
 Leases last LEASE_SECONDS, under the 10-second minimum of the campaign form: that minimum is for
@@ -52,6 +53,7 @@ ACTIONS = {
     "foreign": 4,   # submit on someone else's lease first (must be refused), then on its own
     "heartbeat": 4,
     "late": 4,      # submit around the expiry time: accepted or refused, never both
+    "void": 4,      # submit, then a channel voids one of the newest labels (its slot goes back to the pool)
 }
 
 
@@ -108,6 +110,9 @@ class Client:
         if action == "late":
             time.sleep(LEASE_SECONDS * self.rng.uniform(0.8, 1.2))
         first = self.submit(lease, worker, value, token)
+        if action == "void":
+            newest = list(Label.objects.counted().filter(campaign=campaign).order_by("-pk").values_list("pk", flat=True)[:5])
+            services.label_void(label_id=self.rng.choice(newest), reason="test")
         if action == "lost":
             retry = self.submit(lease, worker, value, token)
             if (retry.label_id, retry.created_at, retry.duplicate) != (first.label_id, first.created_at, True):
@@ -226,7 +231,7 @@ def drain(campaign: Campaign, workers: list[Worker]) -> list[tuple]:
 
 def assert_guarantees(campaign: Campaign, *, complete: bool) -> None:
     k = campaign.k
-    labels = Label.objects.filter(campaign=campaign)
+    labels = Label.objects.counted().filter(campaign=campaign)
     per_prompt = Counter(labels.values_list("prompt_id", flat=True))
     counters = dict(Prompt.objects.filter(campaign=campaign).values_list("pk", "n_labels"))
     assert max(per_prompt.values(), default=0) <= k
@@ -248,15 +253,19 @@ def assert_guarantees(campaign: Campaign, *, complete: bool) -> None:
     assert labels.exclude(lease__status=Lease.Status.SUBMITTED).count() == 0
     assert labels.filter(created_at__gte=F("lease__expires_at")).count() == 0
 
-    # One holder per slot at a time: a lease starts after the slot's previous lease ended. (When a
-    # released lease ended is not recorded, so those are not checked.) Leases are taken in id order:
-    # an id is drawn while the slot's row is held, but created_at is read before any wait for it.
+    # One holder per slot at a time: a lease starts after the slot's previous lease ended. A submitted
+    # lease's slot is taken again only once its label is void. (When a released lease ended, or a label
+    # was voided, is not comparable with a lease's created_at, so those are not timed.) Leases are taken
+    # in id order: an id is drawn while the slot's row is held, but created_at is read before any wait
+    # for it.
+    voided = set(Label.objects.filter(campaign=campaign, voided_at__isnull=False).values_list("lease_id", flat=True))
     by_slot = defaultdict(list)
     for lease in Lease.objects.filter(campaign=campaign).order_by("pk"):
         by_slot[lease.slot_id].append(lease)
     for leases in by_slot.values():
         for before, after in zip(leases, leases[1:]):
-            assert before.status != Lease.Status.SUBMITTED, (before, after)
+            if before.status == Lease.Status.SUBMITTED:
+                assert before.pk in voided, (before, after)
             if before.status == Lease.Status.ACTIVE:
                 assert after.created_at >= before.expires_at, (before.pk, after.pk)
 

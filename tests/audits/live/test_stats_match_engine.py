@@ -165,6 +165,36 @@ def test_a_changed_binarization_map_rebuilds_the_statistics(researcher):
     _assert_same_numbers(cheap, noise_audit(matrix))
 
 
+def test_void_labels_leave_the_audit_and_later_labels_fold_in_again(researcher):
+    rng = random.Random(10)
+    campaign = _campaign(researcher, schema="option_rating", n_prompts=10, k=3, rng=rng,
+                         binarization={"1": 0, "2": 0, "3": 1, "4": 1})
+    workers = [_worker() for _ in range(6)]
+    _random_labels(campaign, workers, rng, 20, [1, 2, 3, 4])
+    audit_services.audit_refresh(campaign_id=campaign.pk)
+    assert audit_services.audit_full(campaign_id=campaign.pk).watermark == 20
+    voided = rng.sample(list(campaign.labels.values_list("pk", flat=True)), 5)
+    for label_id in voided:
+        services.label_void(label_id=label_id, reason="returned")
+    assert audit_services.audit_full(campaign_id=campaign.pk) is None  # not saved before the rebuild
+    audit_services.audit_refresh(campaign_id=campaign.pk)  # rebuilds without them, then audits
+    matrix, watermark = audit_selectors.campaign_label_matrix(campaign=campaign)
+    assert watermark == 15 == audit_services.campaign_totals(campaign_id=campaign.pk).n_labels
+    _assert_same_numbers(audit_selectors.latest_snapshot(campaign=campaign).data, noise_audit(matrix))
+    assert audit_selectors.latest_snapshot(campaign=campaign, kind="full") is None  # the one at 20 is gone
+    full = audit_services.audit_full(campaign_id=campaign.pk)
+    assert full.watermark == 15 and full.data["computed_on"]["label_count"] == 15
+
+    _random_labels(campaign, workers, rng, 6, [1, 2, 3, 4])  # folded incrementally after the rebuild
+    totals = audit_services.campaign_totals(campaign_id=campaign.pk)
+    matrix, watermark = audit_selectors.campaign_label_matrix(campaign=campaign)
+    assert watermark == totals.n_labels == 21
+    _assert_same_numbers(audit_selectors.cheap_audit_data(campaign=campaign, totals=totals), noise_audit(matrix))
+    incremental = _stats_rows(campaign)
+    audit_services.stats_rebuild(campaign_id=campaign.pk)
+    assert _stats_rows(campaign) == incremental
+
+
 def test_a_map_changed_with_no_label_after_it_still_reaches_the_audit(researcher, enqueued, django_capture_on_commit_callbacks):
     rng = random.Random(9)
     campaign = _campaign(researcher, schema="rating", n_prompts=6, k=3, rng=rng,
