@@ -6,6 +6,7 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from annotation.channels import services
@@ -49,7 +50,7 @@ def publish(make_campaign, researcher, n_prompts=2, k=2):
     return campaign, publication
 
 
-def test_a_label_whose_assignment_is_returned_is_void_and_its_slot_refilled(make_campaign, researcher, mturk):
+def test_a_label_whose_assignment_is_returned_is_void_and_its_slot_refilled(make_campaign, researcher, mturk, client):
     fake = mturk
     campaign, publication = publish(make_campaign, researcher)
     returned = label_without_submitting(fake, "ARETURNS")
@@ -88,6 +89,9 @@ def test_a_label_whose_assignment_is_returned_is_void_and_its_slot_refilled(make
     assert void.pk not in {row["label_id"] for row in label_export_rows(campaign=campaign)}
     progress = mturk_progress(publication=publication)
     assert (progress.labeled, progress.voided, progress.abandoned, progress.approved) == (5, 1, 1, 4)
+    client.force_login(researcher)
+    page = client.get(reverse("channels:publication_detail", args=[publication.pk])).content.decode()
+    assert '<td class="voided">1</td>' in page and '<td class="abandoned">1</td>' in page
 
 
 def test_a_label_whose_assignment_expires_unsubmitted_is_void(make_campaign, researcher, mturk):
