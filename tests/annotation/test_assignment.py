@@ -1,18 +1,12 @@
 """The assignment engine's guarantees, one behaviour at a time (concurrency lives in test_concurrency.py)."""
-from datetime import timedelta
-from unittest import mock
 
 import pytest
-from django.utils import timezone
 
 from annotation import services
 from annotation.models import Label, Lease, Slot
+from tests.clock import later
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
-
-
-def later(seconds):
-    return mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=seconds))
 
 
 def test_every_prompt_gets_exactly_k_distinct_workers(make_campaign, make_worker):

@@ -2,18 +2,17 @@
 import json
 import re
 from datetime import timedelta
-from unittest import mock
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.urls import reverse
-from django.utils import timezone
 
 from annotation import services
 from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot
 from annotation.views.invitations import invitation_token
+from tests.clock import later
 from tests.conftest import prompts_jsonl
 
 pytestmark = pytest.mark.django_db
@@ -21,10 +20,6 @@ pytestmark = pytest.mark.django_db
 
 def messages_of(response) -> list[str]:
     return [str(m) for m in response.context["messages"]] if response.context else []
-
-
-def later(seconds):
-    return mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=seconds))
 
 
 @pytest.fixture

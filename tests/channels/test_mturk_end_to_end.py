@@ -2,17 +2,15 @@
 label on Chorus's real task page, reconciliation approves, rejects, refills, blocks and pays — with
 native workers labeling the same campaign, and throttling and lost responses injected."""
 from collections import Counter
-from datetime import timedelta
-from unittest import mock
 
 import pytest
-from django.utils import timezone
 
 from annotation import services as core
 from annotation.channels import services
 from annotation.channels.models import MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, Publication
 from annotation.models import Label, Lease, Prompt
 from tests.channels.workers import mturk_worker_turn
+from tests.clock import later
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -20,10 +18,6 @@ OPTIONS = {
     "title": "Is this statement true?", "description": "Read one statement and say whether it is true.",
     "reward": "0.10", "assignments_per_hit": 4, "locales": ["US"], "min_approval_rate": 95,
 }
-
-
-def later(seconds):
-    return mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=seconds))
 
 
 def native_labels(campaign, worker, n):

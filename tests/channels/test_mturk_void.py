@@ -2,12 +2,9 @@
 Chorus's real task page: a worker who labels and then returns the HIT (or lets it expire), or whose
 submitted assignment is rejected, leaves a void label whose slot another worker fills."""
 from collections import Counter
-from datetime import timedelta
-from unittest import mock
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from annotation.channels import services
 from annotation.channels.models import MTurkAssignment
@@ -16,6 +13,7 @@ from annotation.channels.registry import get_channel
 from annotation.models import Label, Lease
 from annotation.selectors import label_export_rows
 from tests.channels.workers import fresh_client, label_form_action, mturk_worker_turn, open_task
+from tests.clock import later
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -25,10 +23,6 @@ OPTIONS = {
     "reward": "0.10", "assignments_per_hit": 4, "assignment_duration": DURATION,
 }
 LAPSED = DURATION + services.MTURK_SUBMIT_GRACE.total_seconds() + 1  # seconds after opening
-
-
-def later(seconds):
-    return mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=seconds))
 
 
 def label_without_submitting(fake, worker_id: str) -> str:
