@@ -259,11 +259,11 @@ def label_void(*, label_id: int, reason: str) -> Label:
     Idempotent: voiding a void label changes nothing.
     """
     with transaction.atomic(durable=True):
-        label = Label.objects.select_for_update(of=("self",)).select_related("campaign").get(pk=label_id)
+        label = Label.objects.select_for_update().get(pk=label_id)
         if label.voided_at is not None:
             return label
         # label_submit's lock order: the worker's Participation, the prompt, then its slots.
-        Participation.objects.select_for_update().filter(campaign_id=label.campaign_id, worker_id=label.worker_id).update(
+        Participation.objects.filter(campaign_id=label.campaign_id, worker_id=label.worker_id).update(
             n_labels=F("n_labels") - 1
         )
         Prompt.objects.filter(pk=label.prompt_id).update(n_labels=F("n_labels") - 1)
