@@ -24,8 +24,8 @@ class AuditStats(models.Model):
     needs_rebuild = models.BooleanField(
         default=False, help_text="The map changed under existing labels, or a label became void: rebuild from the labels."
     )
-    rebuilt_at = models.DateTimeField(
-        null=True, blank=True, help_text="Last rebuild: a full run that read the labels before it is not saved."
+    rebuilds = models.PositiveIntegerField(
+        default=0, help_text="Rebuilds so far: a full run that read the labels before the latest one is not saved."
     )
     audited_labels = models.PositiveBigIntegerField(default=0, help_text="Watermark of the latest cheap snapshot.")
     audited_at = models.DateTimeField(null=True, blank=True)

@@ -357,7 +357,7 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
         stats.scale = scale
         stats.needs_rebuild = False
         stats.audited_labels = 0  # earlier snapshots used other statistics: audit again
-        stats.rebuilt_at = now
+        stats.rebuilds += 1
         stats.save()
     return stats
 
@@ -611,7 +611,8 @@ def _audit_full(campaign_id: int, started: float, cpu: float) -> AuditSnapshot |
     campaign = Campaign.objects.filter(pk=campaign_id).first()
     if campaign is None:
         return None
-    read_at = timezone.now()
+    stats = AuditStats.objects.filter(campaign_id=campaign_id)
+    rebuilds = stats.values_list("rebuilds", flat=True).first()  # read before the labels
     matrix, watermark = selectors.campaign_label_matrix(campaign=campaign)
     existing = AuditSnapshot.objects.filter(campaign=campaign, kind=AuditSnapshot.Kind.FULL, watermark=watermark).first()
     if existing is not None:
@@ -620,9 +621,7 @@ def _audit_full(campaign_id: int, started: float, cpu: float) -> AuditSnapshot |
         return None
     report = full_report_data(campaign=campaign, matrix=matrix, watermark=watermark)
     with transaction.atomic(durable=True):
-        if AuditStats.objects.filter(campaign_id=campaign_id).filter(
-            Q(needs_rebuild=True) | Q(rebuilt_at__gte=read_at)
-        ).exists():
+        if stats.filter(Q(needs_rebuild=True) | ~Q(rebuilds=rebuilds)).exists():
             return None  # labels changed under this run (a void label, a new map): the next run redoes it
         return _snapshot_save(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL, watermark=watermark,
                               data=report, started=started, cpu=cpu)

@@ -195,6 +195,27 @@ def test_void_labels_leave_the_audit_and_later_labels_fold_in_again(researcher):
     assert _stats_rows(campaign) == incremental
 
 
+def test_a_full_run_that_read_the_labels_before_a_rebuild_is_not_saved(researcher, monkeypatch):
+    """A void label and its rebuild (another worker's refresh) while a full run computes: the run's
+    report holds the void label, and would pass for the latest at its (higher) watermark."""
+    rng = random.Random(12)
+    campaign = _campaign(researcher, schema="binary", n_prompts=6, k=3, rng=rng)
+    _random_labels(campaign, [_worker() for _ in range(4)], rng, 10, [0, 1])
+    read_labels = audit_selectors.campaign_label_matrix
+
+    def read_then_void(**kwargs):
+        read = read_labels(**kwargs)
+        services.label_void(label_id=campaign.labels.first().pk, reason="returned")
+        audit_services.stats_rebuild(campaign_id=campaign.pk)
+        return read
+
+    monkeypatch.setattr(audit_selectors, "campaign_label_matrix", read_then_void)
+    assert audit_services.audit_full(campaign_id=campaign.pk) is None
+    monkeypatch.setattr(audit_selectors, "campaign_label_matrix", read_labels)
+    assert audit_selectors.latest_snapshot(campaign=campaign, kind="full") is None
+    assert audit_services.audit_full(campaign_id=campaign.pk).watermark == 9
+
+
 def test_a_map_changed_with_no_label_after_it_still_reaches_the_audit(researcher, enqueued, django_capture_on_commit_callbacks):
     rng = random.Random(9)
     campaign = _campaign(researcher, schema="rating", n_prompts=6, k=3, rng=rng,
