@@ -144,14 +144,15 @@ def _lease_slot(*, slot: Slot, worker: Worker, now: datetime, expires_at: dateti
     return None
 
 
-def lease_heartbeat(*, lease_id: int, worker: Worker) -> Lease:
+def lease_heartbeat(*, lease_id: int, worker: Worker, campaign_slug: str | None = None) -> Lease:
     """Extend a live lease by the campaign's lease length (the labeling page calls this while open).
 
     A paused or closed campaign extends no lease: the lease keeps its expiry, so its label is
-    accepted until then and no later, however long the page stays open.
+    accepted until then and no later, however long the page stays open. ``campaign_slug``, from a
+    URL that names the campaign, must be the lease's campaign's (else NotLeased).
     """
     with transaction.atomic(durable=True):
-        lease = _locked_lease(lease_id, worker)
+        lease = _locked_lease(lease_id, worker, campaign_slug)
         now = timezone.now()
         live = lease.status == Lease.Status.ACTIVE and lease.expires_at > now
         if live and lease.campaign.status != Campaign.Status.LIVE:
@@ -165,11 +166,11 @@ def lease_heartbeat(*, lease_id: int, worker: Worker) -> Lease:
     return lease
 
 
-def lease_release(*, lease_id: int, worker: Worker) -> None:
+def lease_release(*, lease_id: int, worker: Worker, campaign_slug: str | None = None) -> None:
     """The worker gives the prompt back (skip, stop). The slot is free at once; the worker will not
-    be offered this prompt again."""
+    be offered this prompt again. ``campaign_slug`` as for ``lease_heartbeat``."""
     with transaction.atomic(durable=True):
-        lease = _locked_lease(lease_id, worker)
+        lease = _locked_lease(lease_id, worker, campaign_slug)
         if lease.status != Lease.Status.ACTIVE:
             return
         lease.status = Lease.Status.RELEASED
@@ -177,13 +178,11 @@ def lease_release(*, lease_id: int, worker: Worker) -> None:
         Slot.objects.filter(pk=lease.slot_id, lease=lease, filled=False).update(lease=None, lease_expires_at=None)
 
 
-def _locked_lease(lease_id: int, worker: Worker) -> Lease:
-    lease = (
-        Lease.objects.select_for_update(of=("self",))
-        .select_related("campaign", "prompt")
-        .filter(pk=lease_id, worker=worker)
-        .first()
-    )
+def _locked_lease(lease_id: int, worker: Worker, campaign_slug: str | None = None) -> Lease:
+    leases = Lease.objects.select_for_update(of=("self",)).select_related("campaign", "prompt")
+    if campaign_slug is not None:
+        leases = leases.filter(campaign__slug=campaign_slug)
+    lease = leases.filter(pk=lease_id, worker=worker).first()
     if lease is None:
         raise NotLeased("This prompt is not leased to you.")
     return lease

@@ -76,7 +76,9 @@ def render_task(
     return render(request, template_name, context, status=400 if error else 200)
 
 
-def heartbeat_json(*, lease_id: int, worker: Worker, not_leased_is_404: bool = False) -> JsonResponse:
+def heartbeat_json(
+    *, lease_id: int, worker: Worker, not_leased_is_404: bool = False, campaign_slug: str | None = None
+) -> JsonResponse:
     """The labeling page's heartbeat answer, for every channel's page (static/js/label.js reads it).
 
     Nothing reads the lease first: lease_heartbeat refuses a lease that is not the worker's itself.
@@ -85,7 +87,7 @@ def heartbeat_json(*, lease_id: int, worker: Worker, not_leased_is_404: bool = F
     shows to the worker (a panel participant replaced on a shared browser, for one).
     """
     try:
-        lease = services.lease_heartbeat(lease_id=lease_id, worker=worker)
+        lease = services.lease_heartbeat(lease_id=lease_id, worker=worker, campaign_slug=campaign_slug)
     except services.NotLeased as exc:
         if not_leased_is_404:
             raise Http404("No such lease.") from exc

@@ -108,9 +108,8 @@ def worker_task(request, slug, lease_id):
 @login_required
 @require_POST
 def worker_heartbeat(request, slug, lease_id):
-    # The slug only names the page: the lease id and its owner are all the service needs.
     worker = services.worker_for_user(user=request.user)
-    return heartbeat_json(lease_id=lease_id, worker=worker, not_leased_is_404=True)
+    return heartbeat_json(lease_id=lease_id, worker=worker, not_leased_is_404=True, campaign_slug=slug)
 
 
 @login_required
@@ -119,8 +118,8 @@ def worker_stop(request, slug, lease_id):
     """The worker stops for now: their prompt goes back to the pool at once."""
     worker = services.worker_for_user(user=request.user)
     try:
-        services.lease_release(lease_id=lease_id, worker=worker)
-    except services.NotLeased as exc:  # another worker's lease, like every resource that is not yours
+        services.lease_release(lease_id=lease_id, worker=worker, campaign_slug=slug)
+    except services.NotLeased as exc:  # another worker's (or campaign's) lease, like everything not yours
         raise Http404("No such lease.") from exc
     except services.ServiceError as exc:
         messages.warning(request, exc.message)

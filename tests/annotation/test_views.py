@@ -398,6 +398,19 @@ def test_heartbeat_extends_the_lease_and_reports_an_ended_one(worker_client, mak
     assert response.status_code == 409 and response.json()["code"] == "lease_ended"
 
 
+def test_a_lease_under_another_campaigns_slug_is_a_404(worker_client, make_campaign):
+    """The heartbeat and stop URLs name the campaign; a lease of another campaign is not found there,
+    even the worker's own."""
+    campaign, other = make_campaign(1, k=1), make_campaign(1, k=1, title="Other")
+    worker_client.get(reverse("worker_next", args=[campaign.slug]))
+    lease = Lease.objects.get()
+    assert worker_client.post(reverse("worker_heartbeat", args=[other.slug, lease.pk])).status_code == 404
+    assert worker_client.post(reverse("worker_stop", args=[other.slug, lease.pk])).status_code == 404
+    lease.refresh_from_db()
+    assert lease.status == Lease.Status.ACTIVE
+    assert worker_client.post(reverse("worker_heartbeat", args=[campaign.slug, lease.pk])).status_code == 200
+
+
 def test_another_workers_task_is_a_404(client, make_user, make_campaign):
     campaign = make_campaign(2, k=1)
     client.force_login(make_user("first"))
