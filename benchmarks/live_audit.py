@@ -191,8 +191,8 @@ def seed(*, n_labels: int, k: int, n_workers: int, stream_labels: int, owner):
         )
         raw.execute(
             f"INSERT INTO {Label._meta.db_table} (campaign_id, prompt_id, worker_id, lease_id, slot_id, value, client_token, "
-            f"leased_at, created_at) SELECT l.campaign_id, l.prompt_id, l.worker_id, l.id, l.slot_id, "
-            f"to_jsonb({VALUE_SQL.replace('%', '%%')}), 'seed-' || l.id, l.created_at, l.created_at "
+            f"leased_at, created_at, void_reason) SELECT l.campaign_id, l.prompt_id, l.worker_id, l.id, l.slot_id, "
+            f"to_jsonb({VALUE_SQL.replace('%', '%%')}), 'seed-' || l.id, l.created_at, l.created_at, '' "
             f"FROM {Lease._meta.db_table} l WHERE l.campaign_id = %s AND l.status = 'submitted'", [c]
         )
         raw.execute(
