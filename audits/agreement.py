@@ -128,7 +128,8 @@ def krippendorff_alpha(matrix, *, level: str = "nominal", values: str = "raw") -
     if table.shape[0] * q * q > _MAX_CELLS:
         return AgreementResult(name, None, n_units=int(table.shape[0]), n_categories=q,
                                reason=f"{q} distinct values over {table.shape[0]} prompts is too large for the coincidence computation")
-    value = float(krippendorff.alpha(value_counts=table, value_domain=cats, level_of_measurement=level))
+    with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 when every pairable prompt is unanimous: handled below
+        value = float(krippendorff.alpha(value_counts=table, value_domain=cats, level_of_measurement=level))
     if not np.isfinite(value):
         return AgreementResult(name, None, n_units=int(table.shape[0]), n_categories=q, reason="expected disagreement is 0")
     return AgreementResult(name, value, n_units=int(table.shape[0]), n_categories=q)

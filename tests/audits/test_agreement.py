@@ -135,3 +135,15 @@ def test_agreement_section_uses_raw_values_not_binarized():
     assert sec["alpha_nominal"]["value"] == pytest.approx(0.0, abs=1e-12)
     assert krippendorff_alpha(m, values="unit").value == pytest.approx(1.0)
     assert sec["gwet_ac1"]["value"] < 0.5
+
+
+def test_alpha_is_undefined_without_warning_when_every_pairable_prompt_is_unanimous():
+    """Two values occur, but only on different prompts, and the one prompt with two labels agrees:
+    the expected disagreement among pairable values is 0, so alpha is 0/0 — reported with a reason."""
+    import warnings
+
+    matrix = matrix_from_rows({"a": [1, 0], "b": [1, None]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = krippendorff_alpha(matrix)
+    assert result.value is None and result.reason == "expected disagreement is 0"
