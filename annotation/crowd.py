@@ -241,7 +241,8 @@ class Crowd:
 
     ``truth`` maps a prompt's text to its true value (what careful workers answer); ``pause_scale``
     multiplies every pause (0 for tests). Usernames are ``<prefix>01``, ``<prefix>02``, …: a rerun
-    signs the same workers in again.
+    signs the same workers in again. ``replenish`` replaces the workers who left with newcomers, so a
+    crowd that is replenished keeps its size, as a real campaign's stream of arrivals does.
     """
 
     def __init__(
@@ -249,15 +250,23 @@ class Crowd:
         seed: int | None = None, prefix: str = "crowd-", personalities=PERSONALITIES,
     ):
         self.stop_event = threading.Event()
-        rng = random.Random(seed)
-        self.workers = [
-            SimulatedWorker(
-                base_url=base_url, slug=slug, username=f"{prefix}{i + 1:02d}",
-                password=f"{prefix}{i + 1:02d}-labels-things", personality=personalities[i % len(personalities)],
-                truth=truth or {}, stop=self.stop_event, pause_scale=pause_scale, rng=random.Random(rng.random()),
-            )
-            for i in range(size)
-        ]
+        self.size = size
+        self._recruit_args = dict(base_url=base_url, slug=slug, truth=truth or {}, pause_scale=pause_scale)
+        self._prefix, self._personalities = prefix, personalities
+        self._rng = random.Random(seed)
+        self._recruited = 0
+        self.former: list[WorkerResult] = []
+        self.workers = [self._recruit() for _ in range(size)]
+
+    def _recruit(self) -> SimulatedWorker:
+        n = self._recruited
+        self._recruited += 1
+        username = f"{self._prefix}{n + 1:02d}"
+        personality = self._personalities[n % len(self._personalities)]
+        return SimulatedWorker(
+            username=username, password=f"{username}-labels-things", personality=personality, stop=self.stop_event,
+            rng=random.Random(self._rng.random()), **self._recruit_args,
+        )
 
     def start(self, *, stagger: float = 0.0) -> None:
         """Start every worker, ``stagger`` seconds apart, so arrivals spread out like a real crowd's."""
@@ -265,6 +274,21 @@ class Crowd:
             worker.start()
             if stagger and self.stop_event.wait(stagger):
                 return
+
+    def replenish(self) -> list[tuple[WorkerResult, str]]:
+        """Replace every worker who has left (nothing left for them, volume reached, errors) by a newcomer,
+        started at once; the (leaver's result, newcomer's username) pairs."""
+        changes = []
+        if self.stop_event.is_set():
+            return changes
+        for i, worker in enumerate(self.workers):
+            if worker.ident is not None and not worker.is_alive():
+                newcomer = self._recruit()
+                newcomer.start()
+                self.workers[i] = newcomer
+                self.former.append(worker.result)
+                changes.append((worker.result, newcomer.result.username))
+        return changes
 
     def stop(self, timeout: float = REQUEST_TIMEOUT + 5) -> None:
         self.stop_event.set()
@@ -282,4 +306,5 @@ class Crowd:
 
     @property
     def results(self) -> list[WorkerResult]:
-        return [worker.result for worker in self.workers]
+        """Every worker's result, those who left and were replaced included."""
+        return self.former + [worker.result for worker in self.workers]

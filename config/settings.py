@@ -1,13 +1,15 @@
 """Chorus settings.
 
 The embedded default (no environment variables) runs on SQLite in ./var with a Celery broker that
-needs no server (kombu's filesystem transport), so a newcomer needs neither PostgreSQL nor Redis.
+needs no server (kombu's SQLAlchemy transport over a SQLite file, config/broker.py), so a newcomer needs neither PostgreSQL nor Redis.
 Production configuration comes from environment variables; README "Configuration" lists them.
 """
 import os
 from pathlib import Path
 
 import dj_database_url
+
+from config import broker
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CHORUS_VAR_DIR", BASE_DIR / "var"))
@@ -104,16 +106,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery, cache --------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
-if CELERY_BROKER_URL == "filesystem://":
-    _broker_dir = VAR_DIR / "broker"
-    (_broker_dir / "control").mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir),
-        "data_folder_out": str(_broker_dir),
-        "control_folder": str(_broker_dir / "control"),
-        "polling_interval": 0.1,  # seconds between looks at the folder (the audit's freshness)
-    }
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+if not CELERY_BROKER_URL:
+    # The embedded default: a SQLite file beside the database, no server (config/broker.py says why).
+    CELERY_BROKER_URL = broker.broker_url(VAR_DIR / "broker.sqlite3")
+    CELERY_BROKER_TRANSPORT = broker.TRANSPORT
+    CELERY_BROKER_TRANSPORT_OPTIONS = broker.TRANSPORT_OPTIONS
+    # Remote control and events need a fanout exchange, which the SQL transport does not have.
+    CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 else:
     # Label submission must never wait on the broker. Socket timeouts bound a hung (not dead) Redis,
     # which otherwise blocks a publish forever. No "max_retries": 0 here: it makes a worker that holds

@@ -1,6 +1,7 @@
 """Management commands: import_prompts, export_labels, and the seeding half of demo."""
 import io
 import json
+import socket
 from unittest import mock
 
 import pytest
@@ -8,9 +9,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
 
-from annotation import selectors, services
+from annotation import demo, selectors, services
 from annotation.crowd import Crowd, Personality
-from annotation.management.commands import demo
+from annotation.management.commands import demo as demo_command
 from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot
 from tests.conftest import prompts_jsonl
 
@@ -144,9 +145,58 @@ def test_demo_continues_a_paused_campaign_and_starts_a_new_one_when_full(monkeyp
 
     full = selectors.Progress(n_prompts=60, k=5, labels=300, prompts_complete=60)
     monkeypatch.setattr(demo.selectors, "campaign_progress", lambda campaign: full)
+    same, new = demo.demo_campaign(user)
+    assert (same.pk, new) == (campaign.pk, False)  # full, but generated prompts are still to come
+    monkeypatch.setattr(demo, "generated_prompts", lambda: [])
     fresh, new = demo.demo_campaign(user)
     assert new and fresh.pk != campaign.pk and fresh.status == Campaign.Status.LIVE
     assert fresh.slug != campaign.slug
+
+
+def test_the_demo_refills_its_campaign_before_it_runs_out(monkeypatch):
+    user, _ = demo.demo_account()
+    campaign, _ = demo.demo_campaign(user)
+    assert demo.demo_refill(campaign, below=300) == 0  # 300 labels wanted, none given: no need yet
+    assert demo.demo_refill(campaign, below=301) == demo.REFILL_BATCH
+    assert demo.demo_refill(campaign, below=301) == 0  # the batch's 200 labels are wanted now
+    generated = demo.generated_prompts()
+    imported = Prompt.objects.filter(campaign=campaign, external_id__startswith="g").order_by("external_id")
+    assert [(p.external_id, p.text, p.gold) for p in imported] == [
+        (g.id, g.text, g.gold) for g in generated[: demo.REFILL_BATCH]
+    ]
+    truth = demo.demo_truth()
+    assert all(truth[p.text] == p.gold for p in imported)
+    assert Slot.objects.filter(campaign=campaign).count() == (60 + demo.REFILL_BATCH) * demo.DEMO_K
+
+    # Every generated statement has one clear answer, and there are hours of them.
+    assert len(generated) > 2500 and len({g.text for g in generated}) == len(generated)
+    assert 0.4 < sum(g.gold for g in generated) / len(generated) < 0.6
+    assert truth["An elephant is usually heavier than a mouse."] == 1
+    assert truth["A feather is usually heavier than a brick."] == 0
+    assert "A brick is usually bigger than a football." not in truth  # 21 cm against 22 cm: not clear
+
+    monkeypatch.setattr(demo, "generated_prompts", lambda: generated[: demo.REFILL_BATCH])
+    assert demo.demo_refill(campaign, below=10_000) is None  # needed, but the supply is used up
+
+
+def test_the_port_probe_ignores_connections_of_a_server_that_just_stopped():
+    """A server that closed its side of a connection leaves it in TIME_WAIT for about a minute; the
+    demo must not call the port taken then (gunicorn can listen on it: SO_REUSEADDR)."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    server.listen()
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    assert not demo_command.port_is_free(port)  # listening: taken
+    accepted.close()  # the server closes first: its side goes to TIME_WAIT
+    server.close()
+    client.close()
+    with socket.socket() as naive:  # what the probe did before: refused while TIME_WAIT lasts
+        with pytest.raises(OSError):
+            naive.bind(("127.0.0.1", port))
+    assert demo_command.port_is_free(port)
 
 
 # --- the simulated crowd, over real HTTP --------------------------------------------------------------
@@ -189,3 +239,19 @@ def test_a_crowd_worker_stops_at_its_volume_and_gives_its_prompt_back(live_serve
     assert (result.labels, result.stopped_by, result.errors) == (2, "volume", [])
     assert Label.objects.count() == 2
     assert sorted(Lease.objects.values_list("status", flat=True)) == ["released", "submitted", "submitted"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_replenished_crowd_replaces_the_workers_who_leave(live_server, make_campaign):
+    campaign = make_campaign(6, k=2)
+    brief = Personality("brief", accuracy=1.0, volume=1, pause=(0, 0))
+    crowd = Crowd(base_url=live_server.url, slug=campaign.slug, size=1, pause_scale=0, personalities=(brief,))
+    crowd.start()
+    crowd.join(timeout=60)
+    [(leaver, newcomer)] = crowd.replenish()
+    assert (leaver.username, leaver.labels, leaver.stopped_by, newcomer) == ("crowd-01", 1, "volume", "crowd-02")
+    crowd.join(timeout=60)
+    assert [(r.username, r.labels) for r in crowd.results] == [("crowd-01", 1), ("crowd-02", 1)]
+    assert Label.objects.filter(campaign=campaign).values("worker").distinct().count() == 2
+    crowd.stop()
+    assert crowd.replenish() == []  # a stopped crowd recruits nobody
