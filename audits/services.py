@@ -41,8 +41,10 @@ DEFAULTS = {
     # seconds between the trigger that enqueues a run and the run (labels meanwhile are folded in)
     "COUNTDOWN": 0.25,
     # life of the pending key, which is held from the trigger to the end of the run: heals an enqueue
-    # lost after the key was set, or a run killed midway (a cheap run takes milliseconds)
-    "PENDING_TTL": 60,
+    # lost after the key was set, a run killed midway, or a countdown message lost with a killed worker
+    # (a cheap run takes milliseconds, and one that starts twice is harmless: snapshots are keyed by
+    # watermark), so it bounds how long such a loss leaves the dashboard behind
+    "PENDING_TTL": 15,
     # the same for a full run, whose key stays set while it runs (it must outlive the longest run)
     "FULL_TTL": 900,
     # after a failed enqueue: how long before the next label tries again (per key, and per process)

@@ -5,17 +5,22 @@ One command, bounded in time, loopback only::
 
     .venv/bin/python benchmarks/soak.py                    # 60 s of faults
     .venv/bin/python benchmarks/soak.py --seconds 20 --threads 12 --prompts 150
+    .venv/bin/python benchmarks/soak.py --embedded         # the embedded default (SQLite, no Redis)
 
 It starts its own stack on free ports: a fresh PostgreSQL database (on the server at --postgres,
 dropped at the end), its own ``redis-server`` (no persistence; never the machine's Redis), gunicorn
-(3 sync workers) and a Celery worker with beat (the audit sweep every 2 s). Simulated workers (one
-thread each, drawing worker identities from a pool) ask for a task, sometimes heartbeat, and submit,
-replaying any request whose answer was lost. Meanwhile the injector, every 1.5-4 s, SIGKILLs a
-gunicorn worker, restarts gunicorn, restarts the Celery worker or restarts Redis (SIGKILL, so the
-queued tasks and the cache are lost with it); the workers themselves abandon leases, release them,
-double-submit and replay old submissions.
+(3 sync workers) and a Celery worker with beat (the audit sweep every 2 s). With ``--embedded`` the
+stack is the embedded default instead, in a temporary folder: SQLite, the SQLite broker, the database
+cache, no Redis. Simulated workers (one thread each, drawing worker identities from a pool) ask for a
+task, sometimes heartbeat, and submit, replaying any request whose answer was lost. Meanwhile the
+injector, every 1.5-4 s, SIGKILLs a gunicorn worker, restarts gunicorn, restarts the Celery worker
+(SIGKILL) or restarts Redis (SIGKILL, so the queued tasks and the cache are lost with it); the workers
+themselves abandon leases, release them, double-submit and replay old submissions. The load ends
+after --seconds, or earlier when every prompt has its k labels.
 
 Checks, after the faults stop and the stack is whole again:
+
+* no process of the stack exited by itself (only the injector kills them);
 
 * every prompt has at most k labels, from distinct workers, and its label counter matches;
 * every acknowledged label is stored (same worker, prompt, value) and in the JSONL export;
@@ -66,12 +71,23 @@ def wait_for_port(port: int, timeout: float) -> None:
 
 
 class Stack:
-    """Redis, gunicorn and a Celery worker (with beat), each in its own process group."""
+    """Redis (unless embedded), gunicorn and a Celery worker (with beat), each in its own process group."""
 
-    def __init__(self, env: dict, workdir: Path, redis_port: int, web_port: int):
+    def __init__(self, env: dict, workdir: Path, redis_port: int | None, web_port: int):
         self.env, self.workdir = env, workdir
         self.redis_port, self.web_port = redis_port, web_port
         self.procs: dict[str, subprocess.Popen] = {}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return ("web", "celery") if self.redis_port is None else ("redis", "web", "celery")
+
+    def start_process(self, name: str) -> None:
+        {"redis": self.start_redis, "web": self.start_web, "celery": self.start_celery}[name]()
+
+    def exited(self) -> dict[str, int]:
+        """The processes that have exited, with their exit codes."""
+        return {name: proc.returncode for name, proc in self.procs.items() if proc.poll() is not None}
 
     def _start(self, name: str, argv: list[str]) -> None:
         log = open(self.workdir / f"{name}.log", "ab")
@@ -109,12 +125,11 @@ class Stack:
         ])
 
     def start(self) -> None:
-        self.start_redis()
-        self.start_web()
-        self.start_celery()
+        for name in self.names:
+            self.start_process(name)
 
     def stop(self) -> None:
-        for name in ("web", "celery", "redis"):
+        for name in reversed(self.names):
             self._kill(name)
 
     # --- faults -------------------------------------------------------------------------------
@@ -200,7 +215,7 @@ def simulated_worker(base: str, slug: str, pool: list, pool_lock: threading.Lock
     while not stop.is_set():
         with pool_lock:
             now = time.monotonic()
-            ready = [ident for ident in pool if ident["free_at"] <= now and not ident["busy"] and not ident["done"]]
+            ready = [ident for ident in pool if ident["free_at"] <= now and not ident["busy"]]
             ident = rng.choice(ready) if ready else None
             if ident:
                 ident["busy"] = True
@@ -222,7 +237,8 @@ def _one_task(base, slug, ident, tally: Tally, rng: random.Random, hard_deadline
     body = response.json()
     if body.get("lease") is None:
         if body.get("code") == "nothing_left":
-            ident["done"] = True
+            # Slots held by other workers' abandoned leases may free up: ask again a little later.
+            ident["free_at"] = time.monotonic() + LEASE_SECONDS / 4
         else:
             tally.violation(f"unexpected answer to next-task: {body}")
         return
@@ -284,8 +300,9 @@ def inject_faults(stack: Stack, tally: Tally, stop: threading.Event, rng: random
         ("web worker killed", stack.kill_web_worker),
         ("web server restarted", stack.restart_web),
         ("Celery worker restarted", stack.restart_celery),
-        ("Redis restarted", stack.restart_redis),
     ]
+    if "redis" in stack.names:
+        kinds.append(("Redis restarted", stack.restart_redis))
     while True:
         for name, fault in rng.sample(kinds, len(kinds)):
             if stop.wait(rng.uniform(1.5, 4)):
@@ -306,30 +323,33 @@ def main(argv=None) -> int:
     parser.add_argument("--postgres", default=os.environ.get("CHORUS_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-faults", action="store_true", help="a baseline: the same load, no injected faults")
+    parser.add_argument("--embedded", action="store_true",
+                        help="the embedded default: SQLite and its SQLite broker in a temporary folder, no Redis")
     args = parser.parse_args(argv)
 
     import psycopg
 
     rng = random.Random(args.seed)
     started = time.monotonic()
-    db_name = f"chorus_soak_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(args.postgres, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{db_name}"')
     workdir = Path(tempfile.mkdtemp(prefix="chorus-soak-"))
-    redis_port, web_port = free_port(), free_port()
-    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    web_port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CHORUS_", "CELERY_", "REDIS_", "DATABASE_"))},
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_SECRET_KEY": "soak-" + uuid.uuid4().hex * 2,
         "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback
-        "DATABASE_URL": args.postgres.rsplit("/", 1)[0] + "/" + db_name,
-        "REDIS_URL": redis_url,
-        "CELERY_BROKER_URL": redis_url,
         "CHORUS_VAR_DIR": str(workdir / "var"),
         "CHORUS_AUDIT_SWEEP_SECONDS": "2",
         "PYTHONUNBUFFERED": "1",
     }
+    db_name = redis_port = None
+    if not args.embedded:  # else no DATABASE_URL or REDIS_URL: the embedded default, in workdir/var
+        db_name, redis_port = f"chorus_soak_{uuid.uuid4().hex[:8]}", free_port()
+        with psycopg.connect(args.postgres, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{db_name}"')
+        redis_url = f"redis://127.0.0.1:{redis_port}/0"
+        env.update({"DATABASE_URL": args.postgres.rsplit("/", 1)[0] + "/" + db_name, "REDIS_URL": redis_url,
+                    "CELERY_BROKER_URL": redis_url})
     os.environ.update(env)
     sys.path.insert(0, str(REPO))
     import django
@@ -356,15 +376,19 @@ def main(argv=None) -> int:
         for thread in threads + ([] if args.no_faults else [injector]):
             thread.start()
         fault_end = time.monotonic() + args.seconds
-        while time.monotonic() < fault_end and not all(ident["done"] for ident in pool):
+        wanted = args.prompts * args.k
+        while time.monotonic() < fault_end and _labels_stored(slug) < wanted:
+            for name, code in stack.exited().items():  # the injector restarts what it kills at once
+                tally.violation(f"the {name} process exited by itself (code {code}); see {workdir}/{name}.log")
+                stack.start_process(name)
             time.sleep(0.5)
         stop_faults.set()
         if injector.is_alive():
             injector.join()
         # The stack is whole again: every process up, whatever the last fault was.
-        for name, start in (("redis", stack.start_redis), ("web", stack.start_web), ("celery", stack.start_celery)):
+        for name in stack.names:
             if name not in stack.procs or stack.procs[name].poll() is not None:
-                start()
+                stack.start_process(name)
         stop_work.set()
         for thread in threads:
             thread.join(timeout=60)
@@ -375,8 +399,15 @@ def main(argv=None) -> int:
     finally:
         stack.stop()
         connections.close_all()
-        with psycopg.connect(args.postgres, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        if db_name is not None:
+            with psycopg.connect(args.postgres, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+
+
+def _labels_stored(slug: str) -> int:
+    from annotation.models import Label
+
+    return Label.objects.filter(campaign__slug=slug).count()
 
 
 def _set_up(args):
@@ -398,7 +429,7 @@ def _set_up(args):
     for n in range(args.identities):
         user = User.objects.create(username=f"soak-worker-{n}")
         pool.append({"user_id": user.pk, "token": Token.objects.create(user=user).key, "free_at": 0.0,
-                     "busy": False, "done": False, "history": []})
+                     "busy": False, "history": []})
     return campaign.slug, Token.objects.create(user=owner).key, pool
 
 
@@ -466,8 +497,9 @@ def _verify(args, base, slug, owner_token, tally: Tally, *, catch_up: float) -> 
 
 def _report(args, tally: Tally, checks: dict, elapsed: float, catch_up: float, workdir: Path) -> None:
     faults = "no faults (baseline)" if args.no_faults else "faults"
-    print(f"soak: {elapsed:.1f} s in all, {args.seconds:g} s of load with {faults}; {args.threads} simulated workers over "
-          f"{args.identities} accounts; {args.prompts} prompts x k={args.k}; logs in {workdir}")
+    stack = "the embedded default (SQLite, SQLite broker, no Redis)" if args.embedded else "PostgreSQL and Redis"
+    print(f"soak: {elapsed:.1f} s in all, up to {args.seconds:g} s of load with {faults} on {stack}; {args.threads} "
+          f"simulated workers over {args.identities} accounts; {args.prompts} prompts x k={args.k}; logs in {workdir}")
     print("counts:")
     for name, n in sorted(tally.counts.items()):
         print(f"  {name}: {n}")

@@ -22,9 +22,11 @@ from kombu.transport import sqlalchemy as kombu_sqlalchemy
 from kombu.utils.encoding import bytes_to_str
 from sqlalchemy import event, text
 
-# Seconds a publisher or the worker waits for the other's write lock before giving up. A publish that
-# gives up is logged and healed by the audit sweep; it never reaches the label's sender.
-BUSY_TIMEOUT = 10
+# Seconds a publisher or the worker waits for the other's write lock (held for a row insert or delete)
+# before giving up, like the Redis broker's socket timeout: a label's request never waits longer on the
+# broker. A publish that gives up is logged and healed by the audit sweep; a worker whose poll gives up
+# reconnects.
+BUSY_TIMEOUT = 1
 
 
 def _sqlite_pragmas(dbapi_connection, connection_record):
