@@ -1,4 +1,5 @@
 """Forms of the browser UI. They parse and validate input only; the views hand the result to a service."""
+import re
 import uuid
 
 from django import forms
@@ -6,7 +7,9 @@ from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 
 from annotation.importing import upload_too_large_message
-from annotation.models import Campaign, Prompt
+from annotation.models import Campaign, Invitation, Prompt
+from annotation.schemas import LabelValueError, binarization_clean, parse_int
+from annotation.services.invitations import MAX_INVITATIONS_AT_ONCE
 
 
 class BinarizationField(forms.CharField):
@@ -19,16 +22,40 @@ class BinarizationField(forms.CharField):
 
     def to_python(self, value):
         text = super().to_python(value).strip()
-        mapping = {}
+        pairs = []
         for part in filter(None, (p.strip() for p in text.replace(";", ",").split(","))):
             raw, sep, unit = (s.strip() for s in part.partition("="))
-            if not sep or not raw.lstrip("-").isdigit() or unit not in {"0", "1"}:
+            if not sep or parse_int(raw) is None or unit not in {"0", "1"}:
                 raise forms.ValidationError(f"{part!r} is not of the form value=0 or value=1.")
-            mapping[str(int(raw))] = int(unit)
-        return mapping
+            pairs.append((raw, int(unit)))
+        try:
+            return binarization_clean(pairs)
+        except LabelValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+
+class AnchorsField(forms.CharField):
+    """Scale anchors typed one per line, lowest point first; blank lines are ignored."""
+
+    widget = forms.Textarea(attrs={"rows": 4})
+
+    def prepare_value(self, value):
+        if isinstance(value, list):
+            return "\n".join(value)
+        return value
+
+    def to_python(self, value):
+        return [line.strip() for line in super().to_python(value).splitlines() if line.strip()]
 
 
 class CampaignForm(forms.ModelForm):
+    scale_anchors = AnchorsField(
+        required=False,
+        label="Scale anchors (rating scales)",
+        help_text="Words for the points of the scale, one per line from the lowest: a line per point "
+        "(bad fit, poor fit, good fit, very good fit for 1–4), or two lines for the two ends. Workers see them "
+        "with the rating buttons, as 1 = bad fit … 4 = very good fit. Leave empty for numbers only.",
+    )
     binarization = BinarizationField(
         required=False,
         label="Binarization (rating scales)",
@@ -40,7 +67,7 @@ class CampaignForm(forms.ModelForm):
         model = Campaign
         fields = [
             "title", "instructions", "schema", "positive_text", "negative_text", "scale_min", "scale_max",
-            "binarization", "k", "lease_seconds", "max_labels_per_worker", "policy",
+            "scale_anchors", "binarization", "k", "lease_seconds", "max_labels_per_worker", "policy",
         ]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 8})}
         labels = {
@@ -109,6 +136,42 @@ class SignUpForm(UserCreationForm):
 
     class Meta(UserCreationForm.Meta):
         fields = ["username"]
+
+
+class InvitationCreateForm(forms.Form):
+    """Personal invitation links to make: one per non-empty line. ``invitations_create`` writes them."""
+
+    notes = forms.CharField(
+        label="Who are the links for?",
+        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "Ada Lovelace\nparticipant 17\nbob@example.org"}),
+        help_text="One line per person: a name, an e-mail address or a number, for your records (only the "
+        f"campaign's managers see it). Each line makes one link, for that person alone; at most "
+        f"{MAX_INVITATIONS_AT_ONCE} lines.",
+    )
+
+    def clean_notes(self) -> list[str]:
+        notes = [line.strip() for line in self.cleaned_data["notes"].splitlines() if line.strip()]
+        longest = Invitation._meta.get_field("note").max_length
+        too_long = [number for number, note in enumerate(notes, 1) if len(note) > longest]
+        if too_long:
+            raise forms.ValidationError(f"Line {too_long[0]} is longer than {longest} characters.")
+        if len(notes) > MAX_INVITATIONS_AT_ONCE:
+            raise forms.ValidationError(f"{len(notes)} lines: make at most {MAX_INVITATIONS_AT_ONCE} links at a time.")
+        return notes
+
+
+class InvitationCodeForm(forms.Form):
+    """The re-entry code of an accepted invitation, as typed: case, spaces and dashes do not matter."""
+
+    code = forms.CharField(
+        max_length=20,
+        label="Your code",
+        help_text="Shown when you first opened this invitation, e.g. ABCD-EFGH.",
+        widget=forms.TextInput(attrs={"autocapitalize": "characters", "autocomplete": "off", "spellcheck": "false"}),
+    )
+
+    def clean_code(self) -> str:
+        return re.sub(r"[^0-9A-Za-z]", "", self.cleaned_data["code"]).upper()
 
 
 def new_client_token() -> str:

@@ -77,24 +77,40 @@ def _json(text: str):
 
 
 def _csv_records(text: str):
-    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+    """Each record with the line it starts on: a quoted cell may hold line breaks, and an error names
+    the line where its record begins. The csv module ends lines at line feeds and carriage returns
+    only, so U+2028 and the like stay inside their cell."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start = 1
     try:
-        header = reader.fieldnames or []
+        header = next(reader, [])
         missing = [c for c in ("id", "text") if c not in header]
         if missing:
             raise PromptFileError([(1, f"missing column {', '.join(repr(c) for c in missing)} in the header")])
-        for record in reader:
-            if None in record:
-                yield reader.line_num, None, "more cells than header columns"
-                continue
-            yield reader.line_num, record, None
-    except csv.Error as exc:
-        # DictReader.line_num still holds the previous record's line; its csv.reader is at the bad one.
-        raise PromptFileError([(reader.reader.line_num, f"broken CSV: {exc}")])
+        # A dict of the record would keep the last of two same-named columns and drop the other unseen.
+        repeated = ", ".join(repr(c) for c in sorted({c for c in header if header.count(c) > 1}))
+        if repeated:
+            raise PromptFileError([(1, f"column {repeated} appears more than once in the header")])
+        start = reader.line_num + 1
+        for cells in reader:
+            if len(cells) > len(header):
+                yield start, None, "more cells than header columns"
+            elif cells:  # [] is a blank line
+                yield start, dict(zip(header, cells)), None
+            start = reader.line_num + 1
+    except csv.Error as exc:  # named by its record's first line: an unclosed quote is found only at the end
+        raise PromptFileError([(start, f"broken CSV: {exc}")])
+
+
+def _lines(text: str):
+    """The file's lines, numbered from 1. Only a line feed ends a line (CR LF too): str.splitlines() also
+    breaks at U+2028, U+2029, U+0085 and form feeds, which are text inside a JSON string."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        yield number, line.removesuffix("\r")
 
 
 def _jsonl_records(text: str):
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in _lines(text):
         if not raw.strip():
             continue
         if _ESCAPED_NUL.search(raw):  # PostgreSQL text cannot hold NUL; the raw-byte check misses \u0000
@@ -102,8 +118,11 @@ def _jsonl_records(text: str):
             continue
         try:
             record = _json(raw)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             yield number, None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+            continue
+        except ValueError as exc:  # a number too long for int() ("Exceeds the limit (4300 digits) ...")
+            yield number, None, f"not valid JSON ({exc})"
             continue
         if not isinstance(record, dict):
             yield number, None, "each line must be a JSON object"
@@ -115,19 +134,33 @@ def _jsonl_records(text: str):
         yield number, record, None
 
 
+_JSON_KINDS = {dict: "an object", list: "a list", bool: "true or false", float: "a decimal number"}
+
+
+def _as_text(value, what: str) -> str:
+    """A JSON value Chorus keeps as text: a string, or a whole number (7 is kept as "7"); null is empty.
+    Anything else would be kept as its Python spelling ("{'a': 1}", "True", "1.0"), so it is refused."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(f"{what} must be a string or a whole number, not {_JSON_KINDS.get(type(value), 'that')}")
+
+
 def _options(value) -> list:
     if value in (None, ""):
         return []
-    if isinstance(value, list):
-        return [str(v) for v in value]
     if isinstance(value, str):
         stripped = value.strip()
-        if stripped.startswith("["):
-            parsed = _json(stripped)
-            if not isinstance(parsed, list):
-                raise ValueError("options must be a list")
-            return [str(v) for v in parsed]
-        return [part.strip() for part in stripped.split("|")]
+        if not stripped.startswith("["):
+            return [part.strip() for part in stripped.split("|")]
+        value = _json(stripped)
+        if not isinstance(value, list):
+            raise ValueError("options must be a list")
+    if isinstance(value, list):
+        return [_as_text(v, f"option {number}") for number, v in enumerate(value, start=1)]
     raise ValueError("options must be a list or a |-separated string")
 
 
@@ -151,7 +184,12 @@ def parse_prompts(data: bytes, *, filename: str, schema: LabelSchema, max_bytes:
         if problem:
             errors.append((line, problem))
             continue
-        external_id = str(record.get("id") if record.get("id") is not None else "").strip()
+        try:
+            external_id = _as_text(record.get("id"), "the id").strip()
+            group = _as_text(record.get("group"), "the group").strip()
+        except ValueError as exc:
+            errors.append((line, str(exc)))
+            continue
         body = record.get("text")
         body = body.strip() if isinstance(body, str) else body
         if not external_id:
@@ -183,10 +221,7 @@ def parse_prompts(data: bytes, *, filename: str, schema: LabelSchema, max_bytes:
         except (LabelValueError, ValueError) as exc:
             errors.append((line, f"bad gold value: {exc}"))
             continue
-        group = record.get("group")
-        rows.append(
-            PromptRow(line, external_id, body, options, gold, "" if group is None else str(group).strip()[:200])
-        )
+        rows.append(PromptRow(line, external_id, body, options, gold, group[:200]))
     if errors:
         raise PromptFileError(errors)
     if not rows:

@@ -6,8 +6,9 @@ those do not cover. tests/api/test_permission_matrix.py checks every URL against
 
 Roles:
 
-* anonymous: the sign-in and sign-up pages, a campaign's public front page, the API schema and docs;
-* worker (any signed-in user): asks for work in a campaign by its slug, sees only the prompt leased
+* anonymous: the sign-in and sign-up pages, a launched campaign's front page, the API schema and docs;
+* worker (any signed-in user): asks for work in a launched campaign by its slug (a campaign never
+  launched is its managers' alone: ``campaigns_for_workers``), sees only the prompt leased
   to them and their own labels, never other workers' labels, gold labels or audits;
 * researcher: any signed-in user who creates a campaign owns it, and manages those they own or that
   are shared with them (collaborators); only the owner (or staff) changes who it is shared with;

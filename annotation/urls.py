@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 
 from annotation.services.campaigns import TRANSITIONS
-from annotation.views import researcher, worker
+from annotation.views import invitations, researcher, worker
 
 urlpatterns = [
     path("", researcher.home, name="home"),
@@ -9,7 +9,7 @@ urlpatterns = [
     path("campaigns/<slug:slug>/", researcher.campaign_detail, name="campaign_detail"),
     path("campaigns/<slug:slug>/edit/", researcher.campaign_edit, name="campaign_edit"),
     path("campaigns/<slug:slug>/import/", researcher.campaign_import, name="campaign_import"),
-    path("campaigns/<slug:slug>/invitation/", researcher.campaign_invitation, name="campaign_invitation"),
+    path("campaigns/<slug:slug>/invitation/", invitations.campaign_invitation, name="campaign_invitation"),
     path("campaigns/<slug:slug>/export.<str:fmt>", researcher.campaign_export, name="campaign_export"),
     path("campaigns/<slug:slug>/collaborators/", researcher.collaborator_add, name="collaborator_add"),
     path(
@@ -17,15 +17,18 @@ urlpatterns = [
         researcher.collaborator_remove,
         name="collaborator_remove",
     ),
+    # Closing cannot be undone: it has a page of its own, which asks first.
+    path("campaigns/<slug:slug>/close/", researcher.campaign_close, name="campaign_close"),
     re_path(
-        rf"^campaigns/(?P<slug>[-\w]+)/(?P<action>{'|'.join(TRANSITIONS)})/$",
+        rf"^campaigns/(?P<slug>[-\w]+)/(?P<action>{'|'.join(a for a in TRANSITIONS if a != 'close')})/$",
         researcher.campaign_transition,
         name="campaign_transition",
     ),
     path("w/<slug:slug>/", worker.worker_campaign, name="worker_campaign"),
-    path("w/<slug:slug>/join/<str:token>/", worker.worker_join, name="worker_join"),
+    path("w/<slug:slug>/join/<str:token>/", invitations.worker_join, name="worker_join"),
     path("w/<slug:slug>/next/", worker.worker_next, name="worker_next"),
     path("w/<slug:slug>/task/<int:lease_id>/", worker.worker_task, name="worker_task"),
     path("w/<slug:slug>/task/<int:lease_id>/heartbeat/", worker.worker_heartbeat, name="worker_heartbeat"),
+    path("w/<slug:slug>/task/<int:lease_id>/skip/", worker.worker_skip, name="worker_skip"),
     path("w/<slug:slug>/task/<int:lease_id>/stop/", worker.worker_stop, name="worker_stop"),
 ]

@@ -56,6 +56,7 @@ class AuditStatsShard(models.Model):
     first_unaudited_at = models.DateTimeField(null=True, blank=True, help_text="Oldest label no snapshot includes.")
 
     class Meta:
+        verbose_name = "audit statistics shard"
         constraints = [models.UniqueConstraint(fields=["campaign", "shard"], name="auditstatsshard_unique")]
 
 
@@ -71,6 +72,7 @@ class WorkerAuditStats(models.Model):
     sumsq = models.FloatField(default=0.0)
 
     class Meta:
+        verbose_name = verbose_name_plural = "worker audit statistics"
         constraints = [models.UniqueConstraint(fields=["campaign", "worker"], name="workerauditstats_unique")]
 
 
@@ -91,6 +93,7 @@ class UnitAuditStats(models.Model):
     disagreement = models.FloatField(null=True, blank=True)
 
     class Meta:
+        verbose_name = verbose_name_plural = "unit audit statistics"
         constraints = [models.UniqueConstraint(fields=["prompt", "option"], name="unitauditstats_unique")]
         indexes = [
             models.Index(

@@ -37,6 +37,7 @@ def connection(kind: str, folder: Path):
     (folder / "fs").mkdir(exist_ok=True)
     return Connection("filesystem://", transport_options={
         "data_folder_in": str(folder / "fs"), "data_folder_out": str(folder / "fs"), "polling_interval": 0.1,
+        "control_folder": str(folder / "fs"),  # else kombu makes ./control in the working directory
     })
 
 

@@ -188,7 +188,8 @@ STATIC_ROOT.mkdir(exist_ok=True)  # filled by collectstatic; WhiteNoise serves i
 
 # --- Chorus ---------------------------------------------------------------------------------------
 CHORUS_MAX_IMPORT_BYTES = int(os.environ.get("CHORUS_MAX_IMPORT_BYTES", 20 * 1024 * 1024))
-# Seconds an invitation link (campaign page → workers) stays valid.
+# Seconds an unused invitation link (campaign page → one person) stays valid; a used one keeps working
+# for the person it is bound to.
 CHORUS_INVITATION_MAX_AGE = int(os.environ.get("CHORUS_INVITATION_MAX_AGE", 14 * 24 * 3600))
 DATA_UPLOAD_MAX_MEMORY_SIZE = CHORUS_MAX_IMPORT_BYTES + 1024 * 1024
 

@@ -1,12 +1,24 @@
-"""The Django admin: every model of Chorus's apps is there, and what the engines write is read-only."""
+"""The Django admin: every model of Chorus's apps is there, what the engines write is read-only, and
+every page it offers answers (no 500, no dead end) for a superuser."""
+import re
+
 import pytest
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.test import RequestFactory
+from django.urls import reverse
 
+from annotation import services
 from annotation.admin import ReadOnlyAdmin
+from annotation.channels import services as channel_services
+from annotation.models import Label, Prompt
+from annotation.services.invitations import invitation_accept, invitations_create
+from audits.services import audit_refresh
+from tests.channels.conftest import locmem_channel  # noqa: F401 (a fixture: MTurk publications without a network)
 
-EDITABLE = {"annotation.prompt", "annotation.worker"}  # a typo in a prompt, a worker's account link
+EDITABLE = {"annotation.prompt"}  # a typo in a prompt's text, a corrected gold value
 
 
 def _models():
@@ -23,11 +35,163 @@ def test_engine_rows_are_read_only_even_for_superusers(model, admin_user):
     model_admin = admin.site._registry[model]
     request = RequestFactory().get("/")
     request.user = admin_user
+    # Nothing is added or deleted here: prompts come in through prompts_import (which cuts their k slots),
+    # and no row that holds or guards labels ever leaves.
+    assert model_admin.has_add_permission(request) is False
+    assert model_admin.has_delete_permission(request) is False
     if model._meta.label_lower in EDITABLE:
         assert not isinstance(model_admin, ReadOnlyAdmin)
+        assert model_admin.has_change_permission(request) is True
         return
     assert isinstance(model_admin, ReadOnlyAdmin)
-    assert model_admin.has_add_permission(request) is False
     assert model_admin.has_change_permission(request) is False
-    assert model_admin.has_delete_permission(request) is False
 
+
+@pytest.mark.parametrize("model", _models(), ids=lambda m: m._meta.label_lower)
+def test_plural_names_are_spelled_right(model):
+    singular, plural = str(model._meta.verbose_name), str(model._meta.verbose_name_plural)
+    if re.search(r"(s|ch|sh|x|z)$", singular):  # Django's default plural appends "s": "statss", "batchs", "bonuss"
+        assert plural != singular + "s"
+    assert "m turk" not in singular  # Django's split of the class name MTurkHIT
+
+
+@pytest.fixture
+def everything(make_campaign, make_worker, researcher, locmem_channel):  # noqa: F811
+    """At least one row of every model, each written by the service that writes it in production."""
+    campaign = make_campaign(4, k=2)
+    worker = make_worker()
+    lease = services.lease_acquire(campaign=campaign, worker=worker)
+    services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="admin-walk")
+    services.lease_acquire(campaign=campaign, worker=worker)  # a second lease, still active
+    audit_refresh(campaign_id=campaign.pk)
+
+    publication = channel_services.publication_create_mturk(
+        campaign=campaign, user=researcher,
+        options={"title": "Label statements", "description": "Is it true?", "reward": "0.10", "n_assignments": 2},
+    )
+    channel_services.publication_publish(publication_id=publication.pk)
+    hit = publication.hits.get()
+    mturk_worker = services.worker_get_or_create(channel=publication.worker_channel, external_id="AWORKER1")
+    assignment = channel_services.mturk_assignment_open(hit=hit, assignment_id="ASSIGNMENT1", worker=mturk_worker)
+    lease = services.lease_acquire(campaign=campaign, worker=mturk_worker)
+    ack = services.label_submit(lease_id=lease.pk, worker=mturk_worker, value=0, client_token="mturk-walk")
+    channel_services.mturk_assignment_labeled(assignment=assignment, label_id=ack.label_id)
+    locmem_channel.submit(hit.hit_id, "AWORKER1", "ASSIGNMENT1")
+    assert channel_services.mturk_reconcile(publication_id=publication.pk).approved == 1
+    assignment.refresh_from_db()
+    channel_services.mturk_bonus_grant(assignment=assignment, amount="0.50", reason="Careful work")
+    channel_services.mturk_nothing_left(assignment=assignment)
+
+    panel = channel_services.publication_create_panel(campaign=campaign, user=researcher, completion_code="C0DE").panel
+    channel_services.panel_session_start(panel=panel, participant_id="5f1a2b3c4d5e6f7a8b9c0d1e")
+
+    [invitation] = invitations_create(campaign=campaign, created_by=researcher, notes=["For Ann"])
+    invitation_accept(invitation=invitation)
+    services.api_token_get_or_create(user=researcher)
+    Group.objects.create(name="Researchers")  # Django's own model: no Chorus service writes groups
+    for model in admin.site._registry:
+        assert model._default_manager.exists(), f"give the admin walk a {model._meta.label} row"
+    return campaign
+
+
+def _every_registered_model():
+    return sorted(admin.site._registry, key=lambda m: m._meta.label)
+
+
+def _url(model, page: str, *args) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{page}", args=args)
+
+
+def _dead_end(response) -> bool:
+    """Django's page for a deletion that related rows forbid: it can only be left with the back button."""
+    return b"Cannot delete" in response.content
+
+
+@pytest.mark.django_db
+def test_every_admin_page_answers_for_a_superuser(client, admin_user, everything):
+    """Each page the admin links to answers 200; what it does not offer (adding, deleting) is a 403;
+    none is a 500 or a dead end. Delete pages are tried for every row, since related rows decide."""
+    client.force_login(admin_user)
+    assert client.get("/admin/").status_code == 200
+    request = RequestFactory().get("/")
+    request.user = admin_user
+    answers = []
+    for model in _every_registered_model():
+        model_admin = admin.site._registry[model]
+        obj = model._default_manager.order_by("pk").first()
+        pages = [
+            ("changelist", _url(model, "changelist"), 200),
+            ("add", _url(model, "add"), 200 if model_admin.has_add_permission(request) else 403),
+            ("change", _url(model, "change", obj.pk), 200),
+            ("history", _url(model, "history", obj.pk), 200),
+        ]
+        pages += [
+            (f"delete {row.pk}", _url(model, "delete", row.pk), 200 if model_admin.has_delete_permission(request, row) else 403)
+            for row in model._default_manager.all()
+        ]
+        for page, url, expected in pages:
+            response = client.get(url)
+            if response.status_code != expected or _dead_end(response):
+                answers.append((model._meta.label, page, response.status_code, expected))
+    assert answers == []
+
+
+@pytest.mark.django_db
+def test_every_bulk_action_answers_for_a_superuser(client, admin_user, everything):
+    """Every action a changelist offers, on all its rows: a confirmation or a done, never a 500 or a
+    dead end. Where the admin forbids deleting, the bulk delete is not offered at all."""
+    client.force_login(admin_user)
+    request = RequestFactory().get("/")
+    request.user = admin_user
+    answers = []
+    for model in _every_registered_model():
+        model_admin = admin.site._registry[model]
+        actions = model_admin.get_actions(request)
+        if "delete_selected" in actions and not model_admin.has_delete_permission(request):
+            answers.append((model._meta.label, "delete_selected offered without the permission"))
+        for action in actions:
+            selected = list(model._default_manager.values_list("pk", flat=True))
+            response = client.post(_url(model, "changelist"), {"action": action, "_selected_action": selected})
+            if response.status_code not in (200, 302) or _dead_end(response):
+                answers.append((model._meta.label, action, response.status_code))
+    assert answers == []
+
+
+@pytest.mark.django_db
+def test_an_account_chorus_keeps_cannot_be_deleted_and_a_spare_one_can(client, admin_user, everything, make_user):
+    """A worker's, a campaign owner's or an invitation's account would take labels or the invitation's
+    binding with it; an account with nothing of Chorus's can go."""
+    client.force_login(admin_user)
+    kept = get_user_model().objects.filter(username__in=["researcher"]).get()
+    worker = Label.objects.filter(worker__user__isnull=False).first().worker.user
+    assert client.get(_url(get_user_model(), "delete", kept.pk)).status_code == 403
+    assert client.get(_url(get_user_model(), "delete", worker.pk)).status_code == 403
+    spare = make_user("spare")
+    response = client.post(_url(get_user_model(), "delete", spare.pk), {"post": "yes"})
+    assert response.status_code == 302
+    assert not get_user_model().objects.filter(pk=spare.pk).exists()
+
+
+@pytest.mark.django_db
+def test_adding_a_prompt_is_refused_not_a_500(client, admin_user, everything):
+    """The add form had no batch, so saving one was an IntegrityError; and a prompt without its k slots
+    could never be labeled. Prompts come in through prompts_import."""
+    client.force_login(admin_user)
+    before = Prompt.objects.count()
+    response = client.post(_url(Prompt, "add"), {"external_id": "new", "text": "Added by hand.", "group": ""})
+    assert response.status_code == 403
+    assert Prompt.objects.count() == before
+
+
+@pytest.mark.django_db
+def test_a_prompts_text_and_gold_can_be_fixed_and_gold_follows_the_schema(client, admin_user, everything):
+    client.force_login(admin_user)
+    prompt = Prompt.objects.order_by("pk").first()
+    url = _url(Prompt, "change", prompt.pk)
+    fields = {"text": "Fixed typo.", "group": "g", "gold": "true"}
+    response = client.post(url, {**fields, "gold": "7"})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["gold"] == ["The label must be one of 0, 1; got 7."]
+    assert client.post(url, fields).status_code == 302
+    prompt.refresh_from_db()
+    assert (prompt.text, prompt.group, prompt.gold) == ("Fixed typo.", "g", 1)

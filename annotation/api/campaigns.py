@@ -17,12 +17,14 @@ from annotation.api.exceptions import PayloadTooLarge
 from annotation.api.parsers import BoundedJSONParser, BoundedMultiPartParser
 from annotation.importing import upload_too_large_message
 from annotation.models import Campaign
+from annotation.models.campaigns import MAX_ANCHOR_LENGTH, MAX_SCALE_POINTS
 from annotation.permissions import campaign_for_owner
 from annotation.services.campaigns import EDITABLE_FIELDS
 
 
 class CampaignOutput(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
+    scale_anchors = serializers.ListField(child=serializers.CharField())
 
     class Meta:
         model = Campaign
@@ -36,6 +38,11 @@ class CampaignInput(serializers.ModelSerializer):
     binarization = serializers.DictField(
         child=serializers.ChoiceField(choices=[0, 1]), required=False,
         help_text='Rating schemas: raw value → 0/1 for the audit, e.g. {"1": 0, "2": 0, "3": 1, "4": 1}.',
+    )
+    scale_anchors = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_ANCHOR_LENGTH), required=False, max_length=MAX_SCALE_POINTS,
+        help_text="Rating schemas: words for the scale's points, lowest first, shown to workers with the buttons: "
+        'one per point (["bad fit", "poor fit", "good fit", "very good fit"]) or two, for the ends; [] for none.',
     )
 
     class Meta:

@@ -115,7 +115,7 @@ class MyLabelsApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer(many=True)})
     def get(self, request, slug: str):
-        campaign = selectors.campaign_for_workers(slug=slug)
+        campaign = selectors.campaign_for_workers(slug=slug, user=request.user)
         worker = services.worker_for_user(user=request.user)
         labels = selectors.campaign_labels(campaign=campaign, worker=worker.public_id).select_related("prompt")
         paginator = LabelPagination()

@@ -41,7 +41,7 @@ class NextTaskApi(APIView):
 
     @extend_schema(request=None, responses={200: OutputSerializer})
     def post(self, request, slug: str):
-        campaign = selectors.campaign_for_workers(slug=slug)
+        campaign = selectors.campaign_for_workers(slug=slug, user=request.user)
         worker = services.worker_for_user(user=request.user)
         lease = services.lease_acquire(campaign=campaign, worker=worker)
         if isinstance(lease, services.NothingLeft):

@@ -39,6 +39,15 @@ class PanelPublicationForm(forms.Form):
     completion_code = forms.CharField(max_length=100, required=False)
     completion_url = forms.URLField(max_length=500, required=False, assume_scheme="https", help_text="e.g. https://app.prolific.com/submissions/complete?cc=CODE")
     redirect_on_completion = forms.BooleanField(required=False)
+    no_work_code = forms.CharField(
+        max_length=100, required=False, label="No-work code",
+        help_text="Optional: for a participant who finds nothing to label (e.g. the panel's code for a returned "
+        "submission). Without code or URL they are asked to return the study; never given the completion code.",
+    )
+    no_work_url = forms.URLField(
+        max_length=500, required=False, assume_scheme="https", label="No-work URL",
+        help_text="Optional: send such a participant straight to this URL instead.",
+    )
     quota_per_session = forms.IntegerField(min_value=1, required=False, help_text="Labels per participant session. Empty: no quota.")
 
 

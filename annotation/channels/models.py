@@ -85,6 +85,7 @@ class MTurkHIT(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name, verbose_name_plural = "MTurk HIT", "MTurk HITs"
         ordering = ["publication", "index"]
         constraints = [models.UniqueConstraint(fields=["publication", "index"], name="mturk_hit_index_unique")]
 
@@ -126,6 +127,7 @@ class MTurkAssignment(models.Model):
     reviewed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "MTurk assignment"
         indexes = [models.Index(fields=["hit", "status"], name="mturk_assignment_hit_status")]
 
     def __str__(self) -> str:
@@ -147,6 +149,7 @@ class MTurkWorkerBlock(models.Model):
     done_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "MTurk worker block"
         constraints = [models.UniqueConstraint(fields=["publication", "worker"], name="mturk_block_once")]
 
 
@@ -169,6 +172,7 @@ class MTurkBonus(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name, verbose_name_plural = "MTurk bonus", "MTurk bonuses"
         constraints = [models.CheckConstraint(condition=Q(amount__gt=0), name="mturk_bonus_positive")]
 
     @property
@@ -178,7 +182,8 @@ class MTurkBonus(models.Model):
 
 class PanelConfig(models.Model):
     """A link-based panel publication (Prolific and similar): where the participant id arrives, and
-    what a participant gets at the end."""
+    what a participant gets at the end: the completion code or URL after some work, the no-work code
+    or URL (or a plain "please return the study") when there was none for them."""
 
     publication = models.OneToOneField(Publication, on_delete=models.CASCADE, related_name="panel")
     slug = models.SlugField(max_length=64, unique=True, help_text="Appears in the panel link.")
@@ -192,6 +197,14 @@ class PanelConfig(models.Model):
     completion_url = models.URLField(max_length=500, blank=True)
     redirect_on_completion = models.BooleanField(
         default=False, help_text="Send the participant straight to the completion URL instead of showing the code."
+    )
+    # A participant who finds no work before their first label is asked to return the study, never
+    # given the completion code; a panel may have its own code or URL for that ("no code" returns).
+    no_work_code = models.CharField(
+        max_length=100, blank=True, help_text="Shown to a participant who finds no work to do (none labeled)."
+    )
+    no_work_url = models.URLField(
+        max_length=500, blank=True, help_text="Where a participant who finds no work to do is sent instead."
     )
     quota_per_session = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)], help_text="Labels per participant session."

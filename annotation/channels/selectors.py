@@ -11,7 +11,7 @@ from annotation.channels.models import (
 )
 from annotation.models import Label
 from annotation.permissions import is_campaign_owner
-from annotation.selectors import campaigns_visible_to
+from annotation.selectors import campaigns_for_workers, campaigns_visible_to
 
 
 def publication_for_user(*, user, pk: int) -> Publication:
@@ -68,9 +68,11 @@ def mturk_assignment_for_task(
     )
 
 
-def panel_for_workers(*, slug: str) -> PanelConfig:
-    """A panel by the slug of its participants' link, with its publication and campaign; 404 if none."""
-    return get_object_or_404(PanelConfig.objects.select_related("publication__campaign"), slug=slug)
+def panel_for_workers(*, slug: str, user) -> PanelConfig:
+    """A panel by the slug of its participants' link, with its publication and campaign; 404 if none, or
+    if its campaign's worker pages are closed to ``user`` (``campaigns_for_workers``: never launched)."""
+    panels = PanelConfig.objects.select_related("publication__campaign")
+    return get_object_or_404(panels.filter(publication__campaign__in=campaigns_for_workers(user=user)), slug=slug)
 
 
 def panel_session_of(*, panel: PanelConfig, pk: int) -> PanelSession | None:

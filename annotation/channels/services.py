@@ -34,6 +34,7 @@ from annotation.channels.models import (
 )
 from annotation.channels.registry import get_channel
 from annotation.models import Campaign, Label, Slot, Worker
+from annotation.schemas import parse_int, shown
 from annotation.services import ServiceError, label_void, worker_get_or_create
 
 logger = logging.getLogger(__name__)
@@ -86,9 +87,12 @@ MTURK_FIELDS = {
 
 def _int_option(options: dict, name: str, low: int, high: int) -> int:
     value = options.get(name)
-    if isinstance(value, bool) or value is None or (isinstance(value, str) and not value.strip().isdigit()):
-        raise PublicationRefused(f"{name} must be a whole number from {low} to {high}; got {value!r}.", code="bad_options")
-    value = int(value)
+    if isinstance(value, str):
+        value = parse_int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PublicationRefused(
+            f"{name} must be a whole number from {low} to {high}; got {shown(options.get(name))}.", code="bad_options"
+        )
     if not low <= value <= high:
         raise PublicationRefused(f"{name} must be from {low} to {high}; got {value}.", code="bad_options")
     return value
@@ -236,7 +240,7 @@ def publication_create_panel(
     *, campaign: Campaign, user, panel_name: str = "prolific", slug: str = "", participant_param: str = "PROLIFIC_PID",
     study_param: str = "STUDY_ID", session_param: str = "SESSION_ID", expected_study_id: str = "",
     completion_code: str = "", completion_url: str = "", redirect_on_completion: bool = False,
-    quota_per_session: int | None = None,
+    quota_per_session: int | None = None, no_work_code: str = "", no_work_url: str = "",
 ) -> Publication:
     """A link-based panel publication: no remote call, so it is published at once."""
     if not _PANEL_NAME.fullmatch(panel_name or "") or panel_name in RESERVED_WORKER_CHANNELS:
@@ -251,8 +255,9 @@ def publication_create_panel(
         raise PanelRefused("participant_param is required.", code="bad_param")
     if not completion_code and not completion_url:
         raise PanelRefused("Give a completion code or a completion URL (or both).", code="no_completion")
-    if completion_url and not re.match(r"^https?://", completion_url):
-        raise PanelRefused("completion_url must start with https:// or http://.", code="bad_completion_url")
+    for name, url in (("completion_url", completion_url), ("no_work_url", no_work_url)):
+        if url and not re.match(r"^https?://", url):
+            raise PanelRefused(f"{name} must start with https:// or http://.", code=f"bad_{name}")
     if redirect_on_completion and not completion_url:
         raise PanelRefused("Redirecting on completion needs a completion URL.", code="bad_completion_url")
     if quota_per_session is not None and (isinstance(quota_per_session, bool) or int(quota_per_session) < 1):
@@ -273,7 +278,7 @@ def publication_create_panel(
                 publication=publication, slug=slug, participant_param=participant_param, study_param=study_param or "",
                 session_param=session_param or "", expected_study_id=expected_study_id, completion_code=completion_code,
                 completion_url=completion_url, redirect_on_completion=redirect_on_completion,
-                quota_per_session=quota_per_session,
+                quota_per_session=quota_per_session, no_work_code=no_work_code, no_work_url=no_work_url,
             )
     except IntegrityError:
         raise PanelRefused(

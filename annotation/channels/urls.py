@@ -14,6 +14,7 @@ urlpatterns = [
     path("panel/<slug:slug>/next/", views.panel_next, name="panel_next"),
     path("panel/<slug:slug>/task/<int:lease_id>/", views.panel_task, name="panel_task"),
     path("panel/<slug:slug>/task/<int:lease_id>/heartbeat/", views.panel_heartbeat, name="panel_heartbeat"),
+    path("panel/<slug:slug>/task/<int:lease_id>/skip/", views.panel_skip, name="panel_skip"),
     path("panel/<slug:slug>/done/", views.panel_done, name="panel_done"),
     # Researchers
     path("campaigns/<slug:slug>/", views.campaign_channels, name="campaign_channels"),

@@ -26,8 +26,9 @@ from annotation.channels.forms import MTurkBonusForm, MTurkPublicationForm, Pane
 from annotation.channels.mturk import FRAME_ANCESTORS
 from annotation.channels.models import MTurkAssignment, PanelConfig, PanelSession, Publication
 from annotation.channels.registry import get_channel
-from annotation.models import Label
-from annotation.views.task import heartbeat_json, label_post, lease_is_live, render_task
+from annotation.models import Campaign, Label
+from annotation.schemas import parse_int
+from annotation.views.task import SKIPPED, heartbeat_json, label_post, lease_give_back, lease_is_live, render_task
 
 TASK_TOKEN_SALT = "chorus.channels.mturk-task"
 _MTURK_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -60,9 +61,10 @@ def _frame_error(request, channel, message: str, status: int = 400):
 
 
 def _publication(raw) -> Publication:
-    if not str(raw or "").isdigit():
+    pk = parse_int(raw or "")
+    if pk is None or pk < 1:
         raise Http404("No such publication.")
-    return selectors.publication_for_mturk_task(pk=int(raw))
+    return selectors.publication_for_mturk_task(pk=pk)
 
 
 def _task_token(publication, assignment_id, hit_id, worker_id, submit_to) -> str:
@@ -208,10 +210,10 @@ def mturk_task_submit(request):
 @require_POST
 def mturk_task_heartbeat(request):
     data, assignment, publication = _assignment_from_token(request)
-    lease_id = request.GET.get("lease", "")
-    if assignment is None or not lease_id.isdigit():
+    lease_id = parse_int(request.GET.get("lease", ""))
+    if assignment is None or lease_id is None:
         return JsonResponse({"code": "bad_token", "message": "This page has expired; reload the HIT."}, status=400)
-    return heartbeat_json(lease_id=int(lease_id), worker=assignment.worker)
+    return heartbeat_json(lease_id=lease_id, worker=assignment.worker)
 
 
 # --- Link-based panels ----------------------------------------------------------------------------------
@@ -239,7 +241,7 @@ def _quota_reached(panel: PanelConfig, session: PanelSession) -> bool:
 @require_GET
 def panel_entry(request, slug):
     """The campaign link given to the panel: ``?PROLIFIC_PID=…&STUDY_ID=…&SESSION_ID=…`` (names per panel)."""
-    panel = selectors.panel_for_workers(slug=slug)
+    panel = selectors.panel_for_workers(slug=slug, user=request.user)
     participant = request.GET.get(panel.participant_param, "").strip()
     if not participant and _panel_session(request, panel) is not None:
         return redirect("channels:panel_next", slug=slug)
@@ -269,7 +271,7 @@ def _require_session(request, panel):
 
 @require_GET
 def panel_next(request, slug):
-    panel = selectors.panel_for_workers(slug=slug)
+    panel = selectors.panel_for_workers(slug=slug, user=request.user)
     session, error = _require_session(request, panel)
     if error:
         return error
@@ -282,7 +284,7 @@ def panel_next(request, slug):
 
 
 def panel_task(request, slug, lease_id):
-    panel = selectors.panel_for_workers(slug=slug)
+    panel = selectors.panel_for_workers(slug=slug, user=request.user)
     session, error = _require_session(request, panel)
     if error:
         return error
@@ -305,13 +307,28 @@ def panel_task(request, slug, lease_id):
     return render_task(
         request, "channels/panel_task.html", campaign=campaign, lease=lease, error=error,
         form_action=request.path, heartbeat_url=reverse("channels:panel_heartbeat", args=[slug, lease.pk]),
+        skip_url=reverse("channels:panel_skip", args=[slug, lease.pk]),
+        quota_left=None if panel.quota_per_session is None else panel.quota_per_session - session.n_labels,
         panel=panel, session=session,
     )
 
 
 @require_POST
+def panel_skip(request, slug, lease_id):
+    """The participant skips their prompt: it goes to other workers, never back to them; here is the next."""
+    panel = selectors.panel_for_workers(slug=slug, user=request.user)
+    session, error = _require_session(request, panel)
+    if error:
+        return error
+    lease_give_back(
+        request, lease_id=lease_id, worker=session.worker, campaign_slug=panel.publication.campaign.slug, message=SKIPPED
+    )
+    return redirect("channels:panel_next", slug=slug)
+
+
+@require_POST
 def panel_heartbeat(request, slug, lease_id):
-    panel = selectors.panel_for_workers(slug=slug)
+    panel = selectors.panel_for_workers(slug=slug, user=request.user)
     session = _panel_session(request, panel)
     if session is None:
         return JsonResponse({"code": "no_session", "message": "Your session has ended."}, status=403)
@@ -320,9 +337,12 @@ def panel_heartbeat(request, slug, lease_id):
 
 @require_GET
 def panel_done(request, slug):
-    """The end: the quota is reached or nothing is left. Only then is the completion code shown (or the
-    participant redirected to the completion URL); with work left, back to work."""
-    panel = selectors.panel_for_workers(slug=slug)
+    """The end: the quota is reached, or there is no more work for this participant (nothing left, their
+    cap, the campaign paused or closed); with work left, back to work. The completion code (or URL) pays
+    for work done, so only a participant who labeled something in this session gets it; one who found no
+    work at all is asked to return the study, the panels' convention (with the panel's no-work code or URL
+    if the researcher gave one), and their session stays open in case work comes back."""
+    panel = selectors.panel_for_workers(slug=slug, user=request.user)
     session, error = _require_session(request, panel)
     if error:
         return error
@@ -331,8 +351,11 @@ def panel_done(request, slug):
         result = core.lease_acquire(campaign=panel.publication.campaign, worker=session.worker)
         if not isinstance(result, core.NothingLeft):
             return redirect("channels:panel_task", slug=slug, lease_id=result.pk)
-        if result.code not in ("nothing_left", "cap_reached"):  # paused or closed: no code for no work
-            return _panel_error(request, panel, result.reason, status=409)
+        if session.n_labels == 0:
+            if panel.no_work_url:
+                return redirect(panel.no_work_url)
+            context = {"panel": panel, "campaign": panel.publication.campaign, "reason": result.reason}
+            return render(request, "channels/panel_no_work.html", context)
         reason = result.reason
     session = services.panel_session_complete(session=session)
     if panel.redirect_on_completion and panel.completion_url:
@@ -360,6 +383,8 @@ def mturk_publish(request, slug):
     """The MTurk form: "Preview cost" shows rewards plus commission; "Publish" needs the total the
     researcher saw (a changed form shows the new preview instead of publishing)."""
     campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    if campaign.status == Campaign.Status.CLOSED:  # nothing to publish: the channels page says why
+        return redirect("channels:campaign_channels", slug=slug)
     form = MTurkPublicationForm(request.POST or None)
     preview = None
     status = 200
@@ -398,6 +423,8 @@ def mturk_publish(request, slug):
 @login_required
 def panel_publish(request, slug):
     campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    if campaign.status == Campaign.Status.CLOSED:  # nothing to publish: the channels page says why
+        return redirect("channels:campaign_channels", slug=slug)
     form = PanelPublicationForm(request.POST or None)
     status = 200
     if request.method == "POST":

@@ -1,7 +1,8 @@
 from .campaigns import Campaign
+from .invitations import Invitation
 from .labels import Label
 from .leases import Lease
 from .prompts import ImportBatch, Prompt, Slot
 from .workers import Participation, Worker
 
-__all__ = ["Campaign", "ImportBatch", "Label", "Lease", "Participation", "Prompt", "Slot", "Worker"]
+__all__ = ["Campaign", "ImportBatch", "Invitation", "Label", "Lease", "Participation", "Prompt", "Slot", "Worker"]

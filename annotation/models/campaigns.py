@@ -4,6 +4,13 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from annotation.schemas import LabelSchema, LabelValueError, binarization_clean
+
+# The most points a rating scale may have (0–10 is the common widest): its buttons must fit one row
+# of a phone's screen (static/css/chorus.css), and single keys must tell them apart (schemas.py).
+MAX_SCALE_POINTS = 11
+MAX_ANCHOR_LENGTH = 60
+
 
 class Campaign(models.Model):
     """A labeling campaign: prompts, a label schema, and k labels wanted per prompt."""
@@ -34,6 +41,12 @@ class Campaign(models.Model):
     negative_text = models.CharField(max_length=40, default="False", help_text="Binary schema: the 0 answer.")
     scale_min = models.SmallIntegerField(default=1, help_text="Rating schemas: lowest value.")
     scale_max = models.SmallIntegerField(default=4, help_text="Rating schemas: highest value.")
+    scale_anchors = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Rating schemas: words for the scale's points, lowest first, shown to workers with the buttons: "
+        'one per point (["bad fit", "poor fit", "good fit", "very good fit"]) or two, for the ends.',
+    )
     binarization = models.JSONField(
         default=dict,
         blank=True,
@@ -68,13 +81,21 @@ class Campaign(models.Model):
         if self.scale_min is not None and self.scale_max is not None and self.scale_min >= self.scale_max:
             raise ValidationError({"scale_max": "The highest value must be above the lowest."})
         if self.schema == self.Schema.BINARY:
-            self.binarization = {}
+            self.binarization, self.scale_anchors = {}, []
             return
-        mapping = {}
-        for raw, unit in (self.binarization or {}).items():
-            if not str(raw).strip().lstrip("-").isdigit() or len(str(raw)) > 6 or unit not in (0, 1):
-                raise ValidationError({"binarization": f"{raw!r}: {unit!r} is not of the form value → 0 or 1."})
-            mapping[str(int(raw))] = unit
+        points = self.scale_max - self.scale_min + 1
+        if points > MAX_SCALE_POINTS:
+            raise ValidationError({"scale_max": (
+                f"A scale has at most {MAX_SCALE_POINTS} points (such as 0–10), so that its buttons fit one row "
+                f"on a phone; {self.scale_min}–{self.scale_max} has {points}."
+            )})
+        self.scale_anchors = self._clean_anchors(points)
+        if not isinstance(self.binarization or {}, dict):
+            raise ValidationError({"binarization": "A binarization is a map of value → 0 or 1."})
+        try:
+            mapping = binarization_clean((self.binarization or {}).items())
+        except LabelValueError as exc:
+            raise ValidationError({"binarization": str(exc)}) from exc
         if not mapping:
             raise ValidationError({"binarization": "Rating scales need a binarization, e.g. 1=0, 2=0, 3=1, 4=1."})
         outside = [raw for raw in mapping if not self.scale_min <= int(raw) <= self.scale_max]
@@ -84,8 +105,23 @@ class Campaign(models.Model):
             )
         self.binarization = mapping
 
-    @property
-    def label_schema(self):
-        from annotation.schemas import LabelSchema
+    def _clean_anchors(self, points: int) -> list[str]:
+        anchors = self.scale_anchors or []
+        if not isinstance(anchors, list) or not all(isinstance(text, str) for text in anchors):
+            raise ValidationError({"scale_anchors": "Scale anchors are a list of texts, lowest point first."})
+        anchors = [text.strip() for text in anchors]
+        if anchors and len(anchors) not in (2, points):
+            raise ValidationError({"scale_anchors": (
+                f"Give one anchor per point of the scale {self.scale_min}–{self.scale_max} ({points}), or two "
+                f"(the lowest and the highest point); got {len(anchors)}."
+            )})
+        for number, text in enumerate(anchors, start=1):
+            if not text or len(text) > MAX_ANCHOR_LENGTH:
+                raise ValidationError({"scale_anchors": (
+                    f"Each anchor is 1 to {MAX_ANCHOR_LENGTH} characters; anchor {number} has {len(text)}."
+                )})
+        return anchors
 
+    @property
+    def label_schema(self) -> LabelSchema:
         return LabelSchema.for_campaign(self)

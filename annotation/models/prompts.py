@@ -13,6 +13,7 @@ class ImportBatch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "import batches"
         constraints = [models.UniqueConstraint(fields=["campaign", "sha256"], name="import_once_per_file")]
 
     def __str__(self) -> str:

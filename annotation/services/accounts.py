@@ -1,4 +1,4 @@
-"""Writes on accounts: sign-up, one-click guest accounts from invitation links, API tokens.
+"""Writes on accounts: sign-up and API tokens (guest accounts come with invitations: invitations.py).
 
 Callers validate first (``SignUpForm`` checks the username and the password rules; the token API
 authenticates the user); these functions only write. The user model is ``get_user_model()``, so a
@@ -7,7 +7,6 @@ swapped AUTH_USER_MODEL keeps working.
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
-from django.utils.crypto import get_random_string
 from rest_framework.authtoken.models import Token
 
 
@@ -15,13 +14,6 @@ def account_create(*, username: str, password: str) -> AbstractBaseUser:
     """A new user with this (already validated) username and password, stored hashed."""
     with transaction.atomic(durable=True):
         return get_user_model().objects.create_user(username=username, password=password)
-
-
-def guest_account_create() -> AbstractBaseUser:
-    """A throwaway account for an invitation link: a random ``guest-…`` username and an unusable
-    password, so nobody can sign in to it again once its browser session ends."""
-    with transaction.atomic(durable=True):
-        return get_user_model().objects.create_user(username=f"guest-{get_random_string(10).lower()}", password=None)
 
 
 def api_token_get_or_create(*, user: AbstractBaseUser) -> Token:

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.schemas import LabelValueError
+from annotation.selectors import free_slots, live_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
 from audits.services import audit_stats_invalidate, label_stats_add
 
@@ -44,16 +45,6 @@ class LabelAck:
     duplicate: bool
 
 
-def _open_slots(campaign: Campaign, worker: Worker, now: datetime):
-    """Slots of this campaign that are free (never leased, or their lease expired) on prompts this worker
-    has never been leased."""
-    return (
-        Slot.objects.filter(campaign=campaign, filled=False)
-        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
-        .exclude(prompt_id__in=Lease.objects.filter(campaign=campaign, worker=worker).values("prompt_id"))
-    )
-
-
 def _candidates(campaign: Campaign, worker: Worker, now: datetime):
     """Open slots to try, one query at a time; none scans or sorts the whole table.
 
@@ -63,7 +54,7 @@ def _candidates(campaign: Campaign, worker: Worker, now: datetime):
     waiting for a locked row: a submit holds its prompt's open slots until it commits (it raises their
     priority), and that must not make a worker hear "nothing left" while a prompt is open to them.
     """
-    slots = _open_slots(campaign, worker, now)
+    slots = free_slots(campaign=campaign, now=now, worker=worker)
     order = ("rand",)
     head = slots.filter(rand__gte=random.random())
     if campaign.policy == Campaign.Policy.FILL_FIRST:
@@ -76,14 +67,6 @@ def _candidates(campaign: Campaign, worker: Worker, now: datetime):
         slot = queryset.order_by(*order).select_for_update(skip_locked=skip_locked, of=("self",)).first()
         if slot is not None:
             yield slot
-
-
-def _live_lease(campaign: Campaign, worker: Worker, now: datetime) -> Lease | None:
-    return (
-        Lease.objects.select_related("prompt")
-        .filter(campaign=campaign, worker=worker, status=Lease.Status.ACTIVE, expires_at__gt=now)
-        .first()
-    )
 
 
 def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
@@ -105,7 +88,7 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
         participation, _ = Participation.objects.select_for_update().get_or_create(campaign=campaign, worker=worker)
         done = participation.n_labels
         now = timezone.now()
-        existing = _live_lease(campaign, worker, now)
+        existing = live_lease(campaign=campaign, worker=worker, now=now)
         if existing is not None:
             existing.worker_labels = done
             return existing

@@ -16,6 +16,7 @@ EDITABLE_FIELDS = {
     "negative_text",
     "scale_min",
     "scale_max",
+    "scale_anchors",
     "binarization",
     "k",
     "lease_seconds",

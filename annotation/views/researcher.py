@@ -1,20 +1,17 @@
-"""Researcher pages: campaigns, prompt upload, life cycle, progress, export, invitation links, sharing.
+"""Researcher pages: campaigns, prompt upload, life cycle, progress, export, sharing (invitation links:
+invitations.py).
 
 Any signed-in user may create campaigns and becomes their owner; every page about one campaign goes
 through ``campaign_for_user``, which answers 404 to users who neither own nor share it. Changing who
 it is shared with goes through ``campaign_for_owner`` instead (owner or staff; 403 for collaborators),
 the same rule as the API's.
 """
-from datetime import timedelta
-
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from annotation import selectors, services
@@ -23,7 +20,6 @@ from annotation.forms import CampaignForm, CollaboratorAddForm, CollaboratorForm
 from annotation.importing import PromptFileError
 from annotation.permissions import campaign_for_owner, is_campaign_owner
 from annotation.services.campaigns import TRANSITIONS
-from annotation.views.invitations import invitation_token
 
 
 def home(request):
@@ -102,17 +98,40 @@ def campaign_import(request, slug):
     return redirect("campaign_detail", slug=slug)
 
 
-@login_required
-@require_POST
-def campaign_transition(request, slug, action):
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+def _transition(request, campaign, action: str):
     try:
         campaign = services.campaign_transition(campaign=campaign, action=action)
     except services.ServiceError as exc:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"The campaign is {campaign.get_status_display().lower()}.")
-    return redirect("campaign_detail", slug=slug)
+    return redirect("campaign_detail", slug=campaign.slug)
+
+
+@login_required
+@require_POST
+def campaign_transition(request, slug, action):
+    """launch, pause and resume: one click each, since each can be undone (close: campaign_close)."""
+    return _transition(request, selectors.campaign_for_user(user=request.user, slug=slug), action)
+
+
+@login_required
+def campaign_close(request, slug):
+    """Closing cannot be undone, so it has a page of its own: a GET says what closing does, and only its
+    form's POST, which carries ``confirm=close``, closes. Any other POST (an old page's one-click form, a
+    script) shows the page again and changes nothing."""
+    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    if campaign.status not in TRANSITIONS["close"][0]:
+        messages.info(request, "This campaign is already closed.")
+        return redirect("campaign_detail", slug=slug)
+    if request.method == "POST" and request.POST.get("confirm") == "close":
+        return _transition(request, campaign, "close")
+    context = {
+        "campaign": campaign,
+        "progress": selectors.campaign_progress(campaign=campaign),
+        "live_leases": selectors.campaign_live_leases(campaign=campaign),
+    }
+    return render(request, "annotation/campaign_close.html", context, status=400 if request.method == "POST" else 200)
 
 
 @login_required
@@ -125,16 +144,6 @@ def campaign_export(request, slug, fmt):
     except ExportOptionError as exc:
         return HttpResponseBadRequest(str(exc))
     return export_response(campaign=campaign, fmt=fmt, pseudonymize=pseudonymize)
-
-
-@login_required
-@require_POST
-def campaign_invitation(request, slug):
-    """A fresh invitation link, shown once to copy (a reload makes another one; each stays valid)."""
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
-    url = request.build_absolute_uri(reverse("worker_join", args=[campaign.slug, invitation_token(campaign)]))
-    expires = timezone.now() + timedelta(seconds=settings.CHORUS_INVITATION_MAX_AGE)
-    return render(request, "annotation/invitation.html", {"campaign": campaign, "url": url, "expires": expires})
 
 
 @login_required

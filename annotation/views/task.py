@@ -1,18 +1,25 @@
 """The labeling page, shared by every channel: native workers (worker.py), MTurk's frame and panel links
 (annotation/channels/views.py). Each channel's view finds the lease its own way, then uses these for what
-is the same everywhere: the form's POST, the page's context and the heartbeat; it adds only what is its
-own (MTurk's signed token, the panel's quota, the native "Stop for now" button, ...).
+is the same everywhere: the form's POST, the page's context, the heartbeat and giving a prompt back; it
+adds only what is its own (MTurk's signed token, the panel's quota, the native "Stop for now" button, ...).
+
+MTurk's page has no "Skip": on MTurk a worker declines an assignment by returning the HIT, which MTurk's
+own page always offers; the slot is free again when the lease runs out, and the worker is never shown
+that prompt again. A Skip would be a second way to do that, through one more cookieless POST endpoint.
 """
 from dataclasses import dataclass
 
+from django.contrib import messages
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from annotation import services
+from annotation import selectors, services
 from annotation.forms import label_from_post, new_client_token
 from annotation.models import Campaign, Lease, Worker
 
+# What a task page's "Skip" says, on every channel that has one.
+SKIPPED = "Skipped: that prompt goes to other workers, and you will not be shown it again."
 # label_submit's refusal of a value the schema rejects: the only one after which the same prompt is shown
 # again (the worker corrects the value); after any other the lease is over and the page moves on.
 BAD_VALUE = "bad_value"
@@ -56,15 +63,18 @@ def lease_is_live(lease: Lease) -> bool:
 
 def render_task(
     request, template_name: str, *, campaign: Campaign, lease: Lease, form_action: str, heartbeat_url: str,
-    client_token: str | None = None, error: str | None = None, **extra,
+    client_token: str | None = None, error: str | None = None, quota_left: int | None = None, **extra,
 ):
-    """The labeling page for ``lease``; a 400 when it shows ``error`` (label_post's). ``extra`` is the
-    channel's own context. Templates include annotation/_task_body.html, which documents the names."""
+    """The labeling page for ``lease``; a 400 when it shows ``error`` (label_post's). ``quota_left`` is a
+    channel's own limit on the labels still wanted from this worker, if any (a panel's quota per session).
+    ``extra`` is the channel's own context. Templates include annotation/_task_body.html, which
+    documents the names."""
     context = {
         "campaign": campaign,
         "lease": lease,
         "prompt": lease.prompt,
         "schema": campaign.label_schema,
+        "progress": selectors.worker_progress(campaign=campaign, worker=lease.worker, quota_left=quota_left),
         "client_token": client_token or new_client_token(),
         "form_action": form_action,
         "heartbeat_url": heartbeat_url,
@@ -74,6 +84,17 @@ def render_task(
         **extra,
     }
     return render(request, template_name, context, status=400 if error else 200)
+
+
+def lease_give_back(request, *, lease_id: int, worker: Worker, campaign_slug: str, message: str) -> None:
+    """A task page's "Skip" or "Stop for now": the prompt goes back to the pool at once, for other workers,
+    and is never offered to this one again (lease_release); ``message`` tells them so. Another worker's
+    lease, or another campaign's, is a 404, like everything that is not yours. The caller redirects."""
+    try:
+        services.lease_release(lease_id=lease_id, worker=worker, campaign_slug=campaign_slug)
+    except services.NotLeased as exc:
+        raise Http404("No such lease.") from exc
+    messages.info(request, message)
 
 
 def heartbeat_json(

@@ -7,7 +7,6 @@ sends a heartbeat every third of the lease length.
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -16,8 +15,7 @@ from django.views.decorators.http import require_POST
 from annotation import selectors, services
 from annotation.forms import SignUpForm
 from annotation.models import Lease
-from annotation.views.invitations import invitation_is_valid
-from annotation.views.task import heartbeat_json, label_post, lease_is_live, render_task
+from annotation.views.task import SKIPPED, heartbeat_json, label_post, lease_give_back, lease_is_live, render_task
 
 
 def _safe_next(request, default: str) -> str:
@@ -37,37 +35,21 @@ def signup(request):
 
 
 def worker_campaign(request, slug):
-    """The campaign's front page for workers: its instructions and a button to start."""
-    campaign = selectors.campaign_for_workers(slug=slug)
-    done = 0
-    if request.user.is_authenticated:
-        done = selectors.worker_label_count(campaign=campaign, worker=services.worker_for_user(user=request.user))
-    return render(request, "annotation/worker_campaign.html", {"campaign": campaign, "done": done})
-
-
-def worker_join(request, slug, token):
-    """An invitation link: one click makes a guest account (random username, no password) and signs
-    it in. A GET only shows the button, so link previews and prefetchers create no accounts."""
-    campaign = selectors.campaign_for_workers(slug=slug)
-    if not invitation_is_valid(token, campaign):
-        return render(request, "annotation/invitation_invalid.html", {"campaign": campaign}, status=403)
-    if request.user.is_authenticated:
-        return redirect("worker_campaign", slug=slug)
-    if request.method == "POST":
-        user = services.guest_account_create()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        messages.info(
-            request,
-            f"You are signed in as {user.get_username()}. This browser keeps you signed in; "
-            "the account has no password, so finish here.",
-        )
-        return redirect("worker_campaign", slug=slug)
-    return render(request, "annotation/join.html", {"campaign": campaign})
+    """The campaign's front page for workers: its instructions, and a button to start, or why there is
+    nothing to start (before anybody signs up for nothing)."""
+    campaign = selectors.campaign_for_workers(slug=slug, user=request.user)
+    worker = services.worker_for_user(user=request.user) if request.user.is_authenticated else None
+    context = {
+        "campaign": campaign,
+        "outlook": selectors.worker_outlook(campaign=campaign, worker=worker),
+        "next": request.path,  # the header's and the page's sign-up and sign-in links come back here
+    }
+    return render(request, "annotation/worker_campaign.html", context)
 
 
 @login_required
 def worker_next(request, slug):
-    campaign = selectors.campaign_for_workers(slug=slug)
+    campaign = selectors.campaign_for_workers(slug=slug, user=request.user)
     worker = services.worker_for_user(user=request.user)
     result = services.lease_acquire(campaign=campaign, worker=worker)
     if isinstance(result, services.NothingLeft):
@@ -79,7 +61,7 @@ def worker_next(request, slug):
 @login_required
 def worker_task(request, slug, lease_id):
     """One prompt to label (GET), and its label (POST)."""
-    campaign = selectors.campaign_for_workers(slug=slug)
+    campaign = selectors.campaign_for_workers(slug=slug, user=request.user)
     worker = services.worker_for_user(user=request.user)
     # Read for a POST too: the form's fields depend on the prompt (label_from_post).
     lease = selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign=campaign)
@@ -100,8 +82,7 @@ def worker_task(request, slug, lease_id):
     return render_task(
         request, "annotation/worker_task.html", campaign=campaign, lease=lease, error=error,
         form_action=request.path, heartbeat_url=reverse("worker_heartbeat", args=[slug, lease.pk]),
-        done=selectors.worker_label_count(campaign=campaign, worker=worker),
-        stop_url=reverse("worker_stop", args=[slug, lease.pk]),
+        skip_url=reverse("worker_skip", args=[slug, lease.pk]), stop_url=reverse("worker_stop", args=[slug, lease.pk]),
     )
 
 
@@ -117,12 +98,17 @@ def worker_heartbeat(request, slug, lease_id):
 def worker_stop(request, slug, lease_id):
     """The worker stops for now: their prompt goes back to the pool at once."""
     worker = services.worker_for_user(user=request.user)
-    try:
-        services.lease_release(lease_id=lease_id, worker=worker, campaign_slug=slug)
-    except services.NotLeased as exc:  # another worker's (or campaign's) lease, like everything not yours
-        raise Http404("No such lease.") from exc
-    except services.ServiceError as exc:
-        messages.warning(request, exc.message)
-    else:
-        messages.info(request, "You stopped; the prompt you had went back to the pool. Come back whenever you like.")
+    lease_give_back(
+        request, lease_id=lease_id, worker=worker, campaign_slug=slug,
+        message="You stopped; the prompt you had went back to the pool. Come back whenever you like.",
+    )
     return redirect("worker_campaign", slug=slug)
+
+
+@login_required
+@require_POST
+def worker_skip(request, slug, lease_id):
+    """The worker skips their prompt: it goes to other workers, never back to them; here is the next."""
+    worker = services.worker_for_user(user=request.user)
+    lease_give_back(request, lease_id=lease_id, worker=worker, campaign_slug=slug, message=SKIPPED)
+    return redirect("worker_next", slug=slug)

@@ -6,9 +6,13 @@
   if (!form) {
     return;
   }
+  // Once the page is leaving (a label, "Skip" or "Stop for now" was sent), keys send nothing more: a
+  // rating key pressed while "Skip" loads would otherwise label the prompt just given back.
   var submitting = false;
-  form.addEventListener("submit", function () {
-    submitting = true;
+  document.querySelectorAll("form.label-form, .task-actions form").forEach(function (leaving) {
+    leaving.addEventListener("submit", function () {
+      submitting = true;
+    });
   });
 
   function typing(event) {

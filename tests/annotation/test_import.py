@@ -75,6 +75,46 @@ BAD_FILES = [
       (4, "missing field 'text'")]),
     ("more cells than columns", "draft", "p.csv", b"id,text\nx1,one,two\n", [(2, "more cells than header columns")]),
     ("empty file", "draft", "p.jsonl", b"\n\n", [(0, "the file holds no prompts")]),
+    # Issue 10: ids, groups and options are text; anything but a string or a whole number was stored as
+    # its Python spelling ("{'a': 1}", "True", "1.5").
+    ("ids that are not text", "draft", "p.jsonl",
+     jsonl({"id": {"a": 1}, "text": "t"}, {"id": [1], "text": "t"}, {"id": True, "text": "t"},
+           {"id": 1.5, "text": "t"}, {"id": None, "text": "t"}, {"id": 7, "text": "fine"}),
+     [(1, "the id must be a string or a whole number, not an object"),
+      (2, "the id must be a string or a whole number, not a list"),
+      (3, "the id must be a string or a whole number, not true or false"),
+      (4, "the id must be a string or a whole number, not a decimal number"), (5, "empty id")]),
+    ("a group that is not text", "draft", "p.jsonl", jsonl({"id": "x1", "text": "t", "group": {"theme": "x"}}),
+     [(1, "the group must be a string or a whole number, not an object")]),
+    ("options that are not text", "per_option", "p.jsonl",
+     jsonl({"id": "x1", "text": "t", "options": ["a", {"b": 1}]}, {"id": "x2", "text": "t", "options": ["a", None]}),
+     [(1, "bad options: option 2 must be a string or a whole number, not an object"),
+      (2, "an answer option is empty")]),
+    ("a repeated column", "draft", "p.csv", b"id,text,text\nx1,one,two\n",
+     [(1, "column 'text' appears more than once in the header")]),
+    ("repeated columns, named in order", "draft", "p.csv", b"text,id,gold,id,text\n",
+     [(1, "column 'id', 'text' appears more than once in the header")]),
+    ("rating gold true", "rating", "p.jsonl", jsonl({"id": "x1", "text": "t", "gold": True}),
+     [(1, "bad gold value: The label must be one of 1, 2, 3, 4; got true, which is not a rating.")]),
+    ("per-option gold false", "per_option", "p.jsonl",
+     jsonl({"id": "x1", "text": "t", "options": ["a", "b"], "gold": [0, False]}),
+     [(1, "bad gold value: The rating of option 2 must be one of 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10; got false, "
+          "which is not a rating.")]),
+    ("gold digits int() refuses", "draft", "p.csv", "id,text,gold\nx1,t,\u00b9\n".encode(),
+     [(2, "bad gold value: The label must be one of 0, 1; got '\u00b9'.")]),
+    ("an integer too long to read", "draft", "p.jsonl", b'{"id": ' + b"9" * 5000 + b', "text": "t"}\n',
+     [(1, "not valid JSON (Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits; "
+          "use sys.set_int_max_str_digits() to increase the limit)")]),
+    # str.splitlines() broke lines at U+2028, U+0085, form feeds ...: numbers after them were wrong.
+    ("line numbers after U+2028, U+0085 and a form feed", "draft", "p.jsonl",
+     jsonl({"id": "x1", "text": "a\u2028b\u0085c"}, '{"id": "x2", "text": "no end"\f', {"id": "x3"}),
+     [(2, "not valid JSON (Expecting ',' delimiter at column 30)"), (3, "missing field 'text'")]),
+    ("CRLF line numbers", "draft", "p.jsonl", b'{"id": "x1", "text": "t"}\r\n\r\n{"id": "x2"}\r\n',
+     [(3, "missing field 'text'")]),
+    ("a multi-line CSV record is named by its first line", "draft", "p.csv",
+     b'id,text,gold\nx1,"two\nlines",1\n\nx2,"three\nlines\nhere",7\nx3,fine,9\n',
+     [(5, "bad gold value: The label must be one of 0, 1; got 7."),
+      (8, "bad gold value: The label must be one of 0, 1; got 9.")]),
 ]
 
 
@@ -153,3 +193,38 @@ def test_a_good_per_option_file_keeps_options_and_gold(per_option):
     q1, q2 = Prompt.objects.filter(external_id__in=["q1", "q2"]).order_by("external_id")
     assert (q1.options, q1.gold) == (["x", "y"], [0, 10])
     assert (q2.options, q2.gold) == (["left", "right", "centre"], None)
+
+
+def test_an_unclosed_quote_is_named_by_the_line_it_opens_on(draft):
+    """The csv module finds an unclosed quote only at the end of the file; the line to fix is where it opens."""
+    data = b'id,text\nx1,fine\nx2,"never closed\nx3,fine\nx4,fine\n'
+    with pytest.raises(PromptFileError) as refused:
+        services.prompts_import(campaign=draft, data=data, filename="p.csv")
+    assert refused.value.errors == [(3, "broken CSV: unexpected end of data")]
+
+
+LINE_BREAKS_IN_TEXT = "one\u2028two\u2029three\u0085four\x0cfive\x1cend"
+
+
+def test_jsonl_text_keeps_unicode_line_separators_and_ids_may_be_whole_numbers(draft):
+    data = jsonl({"id": "u1", "text": LINE_BREAKS_IN_TEXT}, {"id": 7, "text": "seven", "group": 3}).replace(
+        b"\\u2028", "\u2028".encode()).replace(b"\\u2029", "\u2029".encode())  # raw, as ensure_ascii=False writes
+    assert "\u2028".encode() in data
+    services.prompts_import(campaign=draft, data=data.replace(b"\n", b"\r\n"), filename="p.jsonl")
+    imported = {p.external_id: (p.text, p.group) for p in Prompt.objects.filter(batch__filename="p.jsonl")}
+    assert imported == {"u1": (LINE_BREAKS_IN_TEXT, ""), "7": ("seven", "3")}
+
+
+def test_csv_cells_keep_unicode_line_separators(draft):
+    data = f'id,text,group\nu1,"{LINE_BREAKS_IN_TEXT}",g\u2028h\nu2,"a\r\nb",\n'.encode()
+    services.prompts_import(campaign=draft, data=data, filename="p.csv")
+    imported = {p.external_id: (p.text, p.group) for p in Prompt.objects.filter(batch__filename="p.csv")}
+    assert imported == {"u1": (LINE_BREAKS_IN_TEXT, "g\u2028h"), "u2": ("a\r\nb", "")}
+
+
+def test_binary_gold_may_be_true_or_false(draft):
+    services.prompts_import(
+        campaign=draft, data=jsonl({"id": "t", "text": "yes", "gold": True}, {"id": "f", "text": "no", "gold": False}),
+        filename="p.jsonl",
+    )
+    assert dict(Prompt.objects.filter(external_id__in=["t", "f"]).values_list("external_id", "gold")) == {"t": 1, "f": 0}

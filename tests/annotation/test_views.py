@@ -1,17 +1,16 @@
-"""The browser UI through Django's test client: researcher pages, the worker loop, invitations."""
+"""The browser UI through Django's test client: researcher pages, the worker loop (invitations:
+test_invitations.py; who sees a campaign's worker pages: test_access.py)."""
 import json
 import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.urls import reverse
 
 from annotation import services
 from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot
-from annotation.views.invitations import invitation_token
 from tests.clock import later
 from tests.conftest import prompts_jsonl
 
@@ -126,11 +125,16 @@ def test_upload_prompts_then_launch_pause_resume_close(researcher_client, resear
     assert (Prompt.objects.filter(campaign=campaign).count(), Slot.objects.filter(campaign=campaign).count()) == (5, 10)
     assert b"0</strong> of 10 labels" in response.content
 
-    for action, status in [("launch", "live"), ("pause", "paused"), ("resume", "live"), ("close", "closed")]:
+    for action, status in [("launch", "live"), ("pause", "paused"), ("resume", "live")]:
         response = researcher_client.post(reverse("campaign_transition", args=[campaign.slug, action]), follow=True)
         campaign.refresh_from_db()
         assert campaign.status == status
         assert f"The campaign is {status}." in messages_of(response)
+    # Closing asks first, on its own page (tests/annotation/test_close_confirmation.py).
+    response = researcher_client.post(reverse("campaign_close", args=[campaign.slug]), {"confirm": "close"}, follow=True)
+    campaign.refresh_from_db()
+    assert campaign.status == "closed"
+    assert "The campaign is closed." in messages_of(response)
 
 
 def test_a_refused_transition_is_shown_and_changes_nothing(researcher_client, researcher):
@@ -214,14 +218,6 @@ def test_export_refuses_an_unknown_pseudonymize_flag(researcher_client, make_cam
     assert b"<script>" not in response.content  # the value is not echoed into an HTML response
 
 
-def test_invitation_link_is_shown_to_copy(researcher_client, make_campaign):
-    campaign = make_campaign(1)
-    response = researcher_client.post(reverse("campaign_invitation", args=[campaign.slug]))
-    assert response.status_code == 200
-    url = re.search(rb'value="(http://testserver/w/[^"]+/join/[^"]+/)"', response.content).group(1).decode()
-    assert url.startswith(f"http://testserver/w/{campaign.slug}/join/")
-
-
 @pytest.mark.parametrize(
     "name, method, args",
     [
@@ -230,6 +226,7 @@ def test_invitation_link_is_shown_to_copy(researcher_client, make_campaign):
         ("campaign_import", "post", []),
         ("campaign_transition", "post", ["pause"]),
         ("campaign_export", "get", ["csv"]),
+        ("campaign_invitation", "get", []),
         ("campaign_invitation", "post", []),
     ],
 )
@@ -280,6 +277,45 @@ def test_sign_up_ignores_an_offsite_next(client):
     assert response.status_code == 302 and response.url == reverse("home")
 
 
+def header_link(response, text: str) -> str:
+    """The href of the site header's link named ``text``."""
+    header = response.content.decode().split('<header class="site-header">')[1].split("</header>")[0]
+    return re.search(rf'<a href="([^"]+)">{text}</a>', header).group(1).replace("&amp;", "&")
+
+
+def test_the_headers_sign_up_keeps_the_campaign_a_worker_came_from(client, make_campaign):
+    campaign = make_campaign(1)
+    start = reverse("worker_campaign", args=[campaign.slug])
+    signup_url = header_link(client.get(start), "Sign up")
+    assert signup_url == f"{reverse('signup')}?next={start}"
+    page = client.get(signup_url)
+    assert f'name="next" value="{start}"'.encode() in page.content
+    # switching to sign-in and back on the way keeps it too
+    assert header_link(page, "Sign in") == f"{reverse('login')}?next={start}"
+    assert header_link(client.get(header_link(page, "Sign in")), "Sign up") == signup_url
+    response = client.post(
+        signup_url, {"username": "newbie", "password1": "a-long-pass-phrase", "password2": "a-long-pass-phrase",
+                     "next": start},
+    )
+    assert response.status_code == 302 and response.url == start
+
+
+def test_the_headers_sign_in_keeps_the_campaign_a_worker_came_from(client, make_campaign, make_user):
+    campaign = make_campaign(1)
+    make_user("returning")
+    start = reverse("worker_campaign", args=[campaign.slug])
+    login_url = header_link(client.get(start), "Sign in")
+    page = client.get(login_url)
+    assert f'name="next" value="{start}"'.encode() in page.content
+    response = client.post(login_url, {"username": "returning", "password": "pw-for-tests-123", "next": start})
+    assert response.status_code == 302 and response.url == start
+
+
+def test_the_header_carries_no_next_where_there_is_no_campaign(client):
+    assert header_link(client.get("/"), "Sign up") == reverse("signup")
+    assert header_link(client.get(reverse("login")), "Sign up") == reverse("signup")
+
+
 # --- the worker loop --------------------------------------------------------------------------------
 
 
@@ -311,7 +347,7 @@ def test_a_worker_labels_until_nothing_is_left(worker_client, make_campaign):
         assert response.status_code == 302
         task = worker_client.get(response.url)
         assert task.status_code == 200
-        assert task.context["done"] == done
+        assert task.context["progress"].labeled == done
         assert f'<strong class="done-count">{done}</strong>'.encode() in task.content
         assert b'data-key="t"' in task.content and b'data-key="f"' in task.content
         prompt = task.context["prompt"]
@@ -455,36 +491,3 @@ def test_per_option_rating_takes_one_value_per_option(worker_client, researcher)
     assert b"The rating of option 3 must be one of 1, 2, 3, 4; got None." in response.content
     worker_client.post(task_url, {"value_0": "1", "value_1": "4", "value_2": "3", "client_token": "y"})
     assert Label.objects.get().value == [1, 4, 3]
-
-
-# --- invitation links -------------------------------------------------------------------------------
-
-
-def test_an_invitation_creates_a_guest_account_on_one_click(client, make_campaign):
-    campaign = make_campaign(2)
-    url = reverse("worker_join", args=[campaign.slug, invitation_token(campaign)])
-    users_before = get_user_model().objects.count()
-    page = client.get(url)
-    assert page.status_code == 200 and b"Start as a guest" in page.content
-    assert get_user_model().objects.count() == users_before  # a GET (link preview) creates nobody
-    response = client.post(url, follow=True)
-    guest = response.context["user"]
-    assert guest.is_authenticated and guest.username.startswith("guest-") and not guest.has_usable_password()
-    assert response.redirect_chain[-1][0] == reverse("worker_campaign", args=[campaign.slug])
-    assert client.get(reverse("worker_next", args=[campaign.slug])).status_code == 302
-    assert Lease.objects.get().worker.user == guest
-
-
-@pytest.mark.parametrize("problem", ["tampered", "other_campaign", "expired"])
-def test_a_bad_invitation_is_refused_and_creates_nobody(client, make_campaign, problem):
-    campaign = make_campaign(1)
-    other = make_campaign(1, title="Other")
-    token = invitation_token(other if problem == "other_campaign" else campaign)
-    if problem == "tampered":
-        token = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
-    users_before = get_user_model().objects.count()
-    with override_settings(CHORUS_INVITATION_MAX_AGE=-1 if problem == "expired" else 3600):
-        response = client.post(reverse("worker_join", args=[campaign.slug, token]))
-    assert response.status_code == 403
-    assert b"This invitation link does not work" in response.content
-    assert get_user_model().objects.count() == users_before

@@ -8,7 +8,8 @@ To add a row: find the helper that states the rule (``managers``, ``owners``, ``
 give it the method and the status a permitted request gets on the standard world below, and, for
 a URL kwarg the world does not know, pass it in ``kwargs``.
 
-Refusals are consistent: a campaign or lease that is not yours answers 404 (as if it did not exist);
+Refusals are consistent: a campaign or lease that is not yours answers 404 (as if it did not exist),
+and so does a worker URL of a campaign not launched yet to everybody but its managers (``DRAFT`` rows);
 a campaign you manage but may not share answers 403; anonymous API calls get 401, anonymous page
 requests a redirect to the sign-in page.
 """
@@ -23,7 +24,6 @@ from rest_framework.test import APIClient
 
 from annotation import services
 from annotation.channels.services import publication_create_panel
-from annotation.views.invitations import invitation_token
 from audits.services import audit_full
 from tests.conftest import prompts_jsonl
 
@@ -100,6 +100,20 @@ def mturk_publication(world) -> None:
     world["kwargs"]["mturk_pk"] = publication.pk
 
 
+def draft_campaign(world) -> None:
+    """Gamma, a draft of 'owner' shared with 'collaborator', with an invitation (``W("draft_token")``) and
+    a panel link (``W("draft_panel")``), as ``W("draft")``. Until launch its worker URLs answer its
+    managers only: 404 for everybody else, anonymous visitors included, as for a slug that does not exist."""
+    users = world["users"]
+    gamma = services.campaign_create(owner=users["owner"], title="Gamma", k=2)
+    services.prompts_import(campaign=gamma, data=prompts_jsonl(2), filename="g.jsonl")
+    gamma.collaborators.add(users["collaborator"])
+    invitation = services.invitations_create(campaign=gamma, created_by=users["owner"], notes=["someone"])[0]
+    panel = publication_create_panel(campaign=gamma, user=users["owner"], completion_code="DONE").panel
+    world["kwargs"].update(draft=gamma.slug, draft_token=invitation.token, draft_panel=panel.slug)
+
+
+DRAFT = {"kwargs": {"slug": W("draft")}, "prepare": draft_campaign}
 API = {"anonymous": 401}
 ROWS = {"value": 1, "client_token": "matrix"}
 
@@ -119,8 +133,8 @@ TABLE: dict[str, list[Probe]] = {
     "api/docs/": [everyone("GET", 200)],
     "api/v1/auth/token/": [everyone("POST", 400, data={"username": "nobody", "password": "wrong-password"})],
     # --- API: workers -----------------------------------------------------------------------------
-    "api/v1/campaigns/<slug:slug>/next-task/": [signed_in("POST", 200, **API)],
-    "api/v1/campaigns/<slug:slug>/my-labels/": [signed_in("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/next-task/": [signed_in("POST", 200, **API), managers("POST", 200, **DRAFT, **API)],
+    "api/v1/campaigns/<slug:slug>/my-labels/": [signed_in("GET", 200, **API), managers("GET", 200, **DRAFT, **API)],
     "api/v1/leases/<int:lease_id>/heartbeat/": [lease_holder("POST", 200, **API)],
     "api/v1/leases/<int:lease_id>/submit/": [lease_holder("POST", 201, data=ROWS, **API)],
     "api/v1/leases/<int:lease_id>/release/": [lease_holder("POST", 204, **API)],
@@ -157,21 +171,27 @@ TABLE: dict[str, list[Probe]] = {
     "campaigns/<slug:slug>/": [managers("GET", 200)],
     "campaigns/<slug:slug>/edit/": [managers("GET", 200), managers("POST", 200)],  # POST: the form again
     "campaigns/<slug:slug>/import/": [managers("POST", 400)],  # no file: the form's error page
-    "campaigns/<slug:slug>/invitation/": [managers("POST", 200)],
+    "campaigns/<slug:slug>/invitation/": [managers("GET", 200), managers("POST", 400)],  # POST: no lines, the form again
     "campaigns/<slug:slug>/export.<str:fmt>": [managers("GET", 200)],
     # Sharing follows the API's rule (owner and staff; 403 for collaborators). The matrix posts JSON,
     # which a page's form does not read: no username, so the form's error page.
     "campaigns/<slug:slug>/collaborators/": [owners("POST", 400)],
     "campaigns/<slug:slug>/collaborators/<str:username>/remove/": [owners("POST", 302)],
-    r"^campaigns/(?P<slug>[-\w]+)/(?P<action>launch|pause|resume|close)/$": [
+    r"^campaigns/(?P<slug>[-\w]+)/(?P<action>launch|pause|resume)/$": [
         managers("POST", 302, kwargs={"action": "pause"})
     ],
+    "campaigns/<slug:slug>/close/": [managers("GET", 200), managers("POST", 400)],  # POST: unconfirmed, the page again
     # --- Pages: workers ---------------------------------------------------------------------------
-    "w/<slug:slug>/": [everyone("GET", 200)],
-    "w/<slug:slug>/join/<str:token>/": [signed_in("GET", 302, anonymous=200)],
-    "w/<slug:slug>/next/": [signed_in("GET", 302)],
+    "w/<slug:slug>/": [everyone("GET", 200), managers("GET", 200, anonymous=404, **DRAFT)],
+    "w/<slug:slug>/join/<str:token>/": [
+        signed_in("GET", 302, anonymous=200),
+        managers("GET", 302, anonymous=404, kwargs={"slug": W("draft"), "token": W("draft_token")},
+                 prepare=draft_campaign),
+    ],
+    "w/<slug:slug>/next/": [signed_in("GET", 302), managers("GET", 200, **DRAFT)],  # 200: "not launched yet"
     "w/<slug:slug>/task/<int:lease_id>/": [lease_holder("GET", 200), lease_holder("POST", 302)],
     "w/<slug:slug>/task/<int:lease_id>/heartbeat/": [lease_holder("POST", 200)],
+    "w/<slug:slug>/task/<int:lease_id>/skip/": [lease_holder("POST", 302)],
     "w/<slug:slug>/task/<int:lease_id>/stop/": [lease_holder("POST", 302)],
     # --- Pages: audits ----------------------------------------------------------------------------
     "audits/<slug:slug>/": [managers("GET", 200)],
@@ -186,12 +206,15 @@ TABLE: dict[str, list[Probe]] = {
     "channels/panel/<slug:slug>/": [
         everyone("GET", 400, kwargs={"slug": W("panel_slug")}),  # no participant id
         everyone("GET", 302, kwargs={"slug": W("panel_slug")}, query={"PROLIFIC_PID": "p1", "STUDY_ID": "s1"}),
+        managers("GET", 302, anonymous=404, kwargs={"slug": W("draft_panel")}, query={"PROLIFIC_PID": "p1"},
+                 prepare=draft_campaign),
     ],
     "channels/panel/<slug:slug>/next/": [everyone("GET", 403, kwargs={"slug": W("panel_slug")})],  # no session
     "channels/panel/<slug:slug>/task/<int:lease_id>/": [everyone("GET", 403, kwargs={"slug": W("panel_slug")})],
     "channels/panel/<slug:slug>/task/<int:lease_id>/heartbeat/": [
         everyone("POST", 403, kwargs={"slug": W("panel_slug")})
     ],
+    "channels/panel/<slug:slug>/task/<int:lease_id>/skip/": [everyone("POST", 403, kwargs={"slug": W("panel_slug")})],
     "channels/panel/<slug:slug>/done/": [everyone("GET", 403, kwargs={"slug": W("panel_slug")})],
     # --- Channels: researchers --------------------------------------------------------------------
     "channels/campaigns/<slug:slug>/": [managers("GET", 200)],
@@ -264,7 +287,8 @@ def world(db):
     panel = publication_create_panel(campaign=alpha, user=users["owner"], completion_code="DONE")
     kwargs = {
         "slug": alpha.slug, "lease_id": lease.pk, "username": "collaborator", "fmt": "csv",
-        "token": invitation_token(alpha), "pk": panel.pk, "panel_slug": panel.panel.slug,
+        "token": services.invitations_create(campaign=alpha, created_by=users["owner"], notes=["someone"])[0].token,
+        "pk": panel.pk, "panel_slug": panel.panel.slug,
     }
     return {"users": users, "kwargs": kwargs, "campaign": alpha}
 

@@ -42,7 +42,7 @@ def test_the_embedded_default_audits_every_label_of_a_comve_size_campaign():
     """2,000 prompts × k = 5 by 244 workers over HTTP, as the study's ComVE campaign: the embedded
     default's Celery worker stays up throughout (the soak counts any exit of its own as a violation)
     and the newest snapshot covers all 10,000 labels."""
-    output, count = soak("--embedded", "--no-faults", "--seconds", "1500", "--threads", "12", "--identities", "244",
-                         "--prompts", "2000", "--k", "5", "--catch-up", "60", timeout=1800)
+    output, count = soak("--embedded", "--no-faults", "--seconds", "2400", "--threads", "12", "--identities", "244",
+                         "--prompts", "2000", "--k", "5", "--catch-up", "60", timeout=2700)
     assert count["labels stored"] == count["labels exported"] == count["audit watermark"] == 10_000, output
     assert count["prompts over k or with a repeated worker"] == 0 and "faults injected" not in count

@@ -46,6 +46,8 @@ def test_the_task_page_may_be_framed_by_mturk_only_and_posts_back_to_it(publishe
     assert f"form-action 'self' {mturk.url}" in csp
     assert "X-Frame-Options" not in response
     assert re.search(r'class="prompt-text">Statement number \d', response.content.decode())
+    # No "Skip" here: returning the HIT is MTurk's own way to decline (annotation/views/task.py).
+    assert b"skip-form" not in response.content
     # Every other page keeps the site-wide protection.
     other = fresh_client().get("/accounts/login/")
     assert other["X-Frame-Options"] == "DENY" and "frame-ancestors 'none'" in other["Content-Security-Policy"]
@@ -88,6 +90,21 @@ def test_a_tampered_or_missing_token_is_refused(published, mturk):
         assert response.status_code == 400 and b"expired or was altered" in response.content
     assert fresh_client().post("/channels/mturk/task/submit/?lease=1", {"value": "1"}).status_code == 400
     assert Label.objects.count() == 0
+
+
+def test_numbers_that_are_not_plain_digits_are_refused_not_a_server_error(published, mturk):
+    """"²" and "٣" pass str.isdigit() but int() refuses them: they must be a 404 / 400, never a 500."""
+    for odd in ("²", "٣", "1²"):
+        assert fresh_client().get("/channels/mturk/task/", {"publication": odd}).status_code == 404
+    page = open_task(mturk, accept(mturk, "AW1"))
+    query = {k: v[0] for k, v in parse_qs(urlsplit(label_form_action(page)).query).items()}
+    heartbeat = "/channels/mturk/task/heartbeat/?" + urlencode({**query, "lease": "²"})
+    response = fresh_client().post(heartbeat)
+    assert response.status_code == 400 and response.json()["code"] == "bad_token"
+    campaign, _ = published
+    with pytest.raises(services.PublicationRefused, match="assignments_per_hit must be a whole number"):
+        services.publication_create_mturk(campaign=campaign, user=campaign.owner,
+                                          options={**OPTIONS, "assignments_per_hit": "²"})
 
 
 @pytest.mark.parametrize("change, message", [

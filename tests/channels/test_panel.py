@@ -1,5 +1,7 @@
 """Link-based panels (Prolific and similar) end to end: participant id from the URL, the usual labeling
-form, the completion code at the end (quota reached or nothing left)."""
+form, the completion code at the end (quota reached or nothing left) for a participant who labeled
+something, and "no work for you, please return the study" (or the panel's no-work code or URL) for one
+who found nothing to label."""
 import re
 from collections import Counter
 
@@ -58,20 +60,26 @@ def test_quota_then_completion_code(make_campaign, researcher):
     assert Label.objects.count() == 3
 
 
-def test_nothing_left_ends_with_the_code_and_every_prompt_has_k_distinct_workers(make_campaign, make_worker, researcher):
+def test_nothing_left_ends_with_the_code_for_work_done_and_every_prompt_has_k_distinct_workers(make_campaign, make_worker, researcher):
     campaign = make_campaign(3, k=2)
     panel = make_panel(campaign, researcher, completion_url="https://app.prolific.com/submissions/complete?cc=C0DE1234")
     native = make_worker()
     lease = core.lease_acquire(campaign=campaign, worker=native)
     core.label_submit(lease_id=lease.pk, worker=native, value=0, client_token="n1")
-    counts = []
+    counts, pages = [], []
     for pid in ["PARTICIPANT1", "PARTICIPANT2", "PARTICIPANT3"]:
         client = Client()
         page, n = label_until_done(client, arrive(client, panel, pid, session=f"S-{pid}"))
         counts.append(n)
+        pages.append(page)
+    assert counts == [3, 2, 0]
+    for page in pages[:2]:  # some work, then nothing left: the completion code for that work
         assert page.status_code == 200 and b"C0DE1234" in page.content
         assert b'href="https://app.prolific.com/submissions/complete?cc=C0DE1234"' in page.content
-    assert counts == [3, 2, 0]  # the third participant finds nothing left and still gets the code
+    # the third participant finds nothing left: no completion code for work not done
+    assert pages[2].status_code == 200 and b"C0DE1234" not in pages[2].content
+    assert b"Sorry, there is no work for you" in pages[2].content and b"<strong>return</strong> the study" in pages[2].content
+    assert PanelSession.objects.filter(completed_at__isnull=True).get().worker.external_id == "PARTICIPANT3"
     per_prompt = Counter(Label.objects.filter(campaign=campaign).values_list("prompt_id", flat=True))
     assert set(per_prompt.values()) == {2}
     pairs = list(Label.objects.values_list("prompt_id", "worker_id"))
@@ -134,14 +142,55 @@ def test_without_a_session_or_once_withdrawn(make_campaign, researcher):
     assert response.status_code == 400 and b"closed" in response.content
 
 
-def test_a_paused_campaign_gives_no_code(make_campaign, researcher):
+def test_a_paused_campaign_gives_no_code_for_no_work(make_campaign, researcher):
     campaign = make_campaign(3)
     panel = make_panel(campaign, researcher)
     client = Client()
     arrive(client, panel, "P1")
     core.campaign_transition(campaign=campaign, action="pause")
     response = client.get(f"/channels/panel/{panel.slug}/done/")
-    assert response.status_code == 409 and b"C0DE1234" not in response.content and b"paused" in response.content
+    assert response.status_code == 200 and b"C0DE1234" not in response.content
+    assert b"This campaign is paused." in response.content and b"no work for you" in response.content
+    assert PanelSession.objects.get().completed_at is None
+
+
+def test_work_done_before_a_pause_gets_the_completion_code(make_campaign, researcher):
+    """No dead end: a participant whose campaign is paused under them still gets the code for their labels."""
+    campaign = make_campaign(5, k=1)
+    panel = make_panel(campaign, researcher, quota_per_session=4)
+    client = Client()
+    response = client.get(arrive(client, panel, "P1")["Location"])  # next -> task
+    page = client.get(response["Location"])
+    token = re.search(r'name="client_token" value="([^"]+)"', page.content.decode()).group(1)
+    client.post(page.wsgi_request.path, {"value": "1", "client_token": token})
+    core.campaign_transition(campaign=campaign, action="pause")
+    page, n = label_until_done(client, client.get(f"/channels/panel/{panel.slug}/next/"))
+    assert n == 0 and page.status_code == 200
+    assert b"C0DE1234" in page.content and b"This campaign is paused." in page.content
+    assert b'<strong class="done-count">1</strong>' in page.content
+    assert PanelSession.objects.get().completed_at is not None
+
+
+def test_the_no_work_code_or_url_of_the_panel(make_campaign, make_worker, researcher):
+    campaign = make_campaign(1, k=1)
+    worker = make_worker()
+    lease = core.lease_acquire(campaign=campaign, worker=worker)
+    core.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="full")  # nothing left
+    panel = make_panel(campaign, researcher, no_work_code="NOWORK42")
+    client = Client()
+    page, n = label_until_done(client, arrive(client, panel, "P1"))
+    assert n == 0 and b'<strong class="no-work-code">NOWORK42</strong>' in page.content
+    assert b"C0DE1234" not in page.content and b"There is nothing left for you to label" in page.content
+
+    services.publication_withdraw(publication=panel.publication)
+    url = "https://app.prolific.com/submissions/complete?cc=NOWORK42"
+    panel = make_panel(campaign, researcher, panel_name="cint", no_work_url=url)
+    client = Client()
+    response = client.get(arrive(client, panel, "P2")["Location"])
+    assert response.status_code == 302 and response["Location"] == f"/channels/panel/{panel.slug}/done/"
+    response = client.get(response["Location"])
+    assert response.status_code == 302 and response["Location"] == url
+    assert PanelSession.objects.filter(completed_at__isnull=False).count() == 0
 
 
 def test_panel_refusals(make_campaign, researcher):
@@ -151,6 +200,7 @@ def test_panel_refusals(make_campaign, researcher):
         ({"panel_name": "Prolific!"}, "bad_panel_name"),
         ({"completion_code": ""}, "no_completion"),
         ({"completion_url": "javascript:alert(1)"}, "bad_completion_url"),
+        ({"no_work_url": "javascript:alert(1)"}, "bad_no_work_url"),
         ({"redirect_on_completion": True}, "bad_completion_url"),
         ({"participant_param": "a b"}, "bad_param"),
         ({"quota_per_session": 0}, "bad_quota"),
@@ -171,11 +221,16 @@ def test_the_researcher_creates_the_link_and_sees_progress(client, make_campaign
     response = client.post(f"/channels/campaigns/{campaign.slug}/panel/", {
         "panel_name": "prolific", "participant_param": "PROLIFIC_PID", "study_param": "STUDY_ID",
         "session_param": "SESSION_ID", "completion_code": "ABC", "quota_per_session": 2,
+        "no_work_code": "NOPE", "no_work_url": "app.prolific.com/submissions/complete?cc=NOPE",
     })
     publication = Publication.objects.get()
+    assert (publication.panel.no_work_code, publication.panel.no_work_url) == (
+        "NOPE", "https://app.prolific.com/submissions/complete?cc=NOPE"
+    )
     assert response.status_code == 302 and response["Location"] == f"/channels/publications/{publication.pk}/"
     page = client.get(response["Location"])
     assert f"/channels/panel/{publication.panel.slug}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&amp;STUDY_ID=" in page.content.decode()
     assert page.context["progress"].sessions == 0
+    assert b"NOPE" in page.content  # the no-work code, beside the completion code
     assert client.post(f"/channels/campaigns/{campaign.slug}/panel/", {"panel_name": "x"}).status_code == 400
     assert Lease.objects.count() == 0

@@ -1,4 +1,5 @@
-"""Account writes: sign-up, guest accounts and API tokens go through annotation.services.accounts."""
+"""Account writes: sign-up and API tokens go through annotation.services.accounts (guest accounts come
+with invitations: tests/annotation/test_invitations.py)."""
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
@@ -42,13 +43,6 @@ def test_the_sign_up_form_saving_without_commit_writes_nothing():
     assert form.is_valid() is True
     user = form.save(commit=False)
     assert user.pk is None and not get_user_model().objects.filter(username="later").exists()
-
-
-def test_guest_accounts_get_distinct_random_names_and_no_password():
-    first, second = services.guest_account_create(), services.guest_account_create()
-    assert first.username.startswith("guest-") and len(first.username) == len("guest-") + 10
-    assert first.username != second.username
-    assert first.has_usable_password() is False
 
 
 def test_api_token_is_made_on_first_use_and_then_reused(make_user):

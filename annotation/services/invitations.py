@@ -1,0 +1,61 @@
+"""Writes on personal invitations: making the links, and the first acceptance, which binds a link to
+one person (annotation.models.Invitation)."""
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+from django.utils.crypto import get_random_string
+
+from annotation.models import Campaign, Invitation
+from annotation.services.errors import ServiceError
+
+MAX_INVITATIONS_AT_ONCE = 200
+# No 0/O or 1/I: the code is read off a screen and typed on another device.
+CODE_CHARS = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+CODE_LENGTH = 8  # 32**8 ≈ 10**12 codes, behind a secret link and the sign-in throttle
+
+
+class InvitationTaken(ServiceError):
+    """Somebody accepted the invitation first (another browser, at the same moment)."""
+
+    code = "invitation_taken"
+    status = 409
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    user: AbstractBaseUser
+    code: str  # the re-entry code as shown, ABCD-EFGH; stored only as the guest account's password hash
+
+
+def invitations_create(*, campaign: Campaign, created_by, notes: list[str]) -> list[Invitation]:
+    """One invitation per note (a name, an e-mail address: whatever tells the researcher who the link is
+    for; only the campaign's managers see it)."""
+    if not 1 <= len(notes) <= MAX_INVITATIONS_AT_ONCE:
+        raise ServiceError(f"Make 1 to {MAX_INVITATIONS_AT_ONCE} invitations at a time.", code="bad_count")
+    longest = Invitation._meta.get_field("note").max_length
+    if any(len(note) > longest for note in notes):
+        raise ServiceError(f"A note has at most {longest} characters.", code="bad_note")
+    invitations = [
+        Invitation(campaign=campaign, token=get_random_string(24), note=note, created_by=created_by) for note in notes
+    ]
+    with transaction.atomic(durable=True):
+        return Invitation.objects.bulk_create(invitations)
+
+
+def invitation_accept(*, invitation: Invitation) -> Acceptance:
+    """Bind an unused invitation to a new guest account (a random ``guest-…`` username) whose password
+    is a fresh re-entry code, returned here once and never stored in clear.
+
+    The conditional UPDATE decides between two browsers accepting at once: the one that finds the
+    invitation already taken rolls back, its guest account with it, and gets InvitationTaken.
+    """
+    raw = get_random_string(CODE_LENGTH, allowed_chars=CODE_CHARS)
+    with transaction.atomic(durable=True):
+        user = get_user_model().objects.create_user(username=f"guest-{get_random_string(10).lower()}", password=raw)
+        taken = Invitation.objects.filter(pk=invitation.pk, user__isnull=True).update(user=user, accepted_at=timezone.now())
+        if taken != 1:
+            raise InvitationTaken("Somebody has already used this invitation.")
+    return Acceptance(user=user, code=f"{raw[:4]}-{raw[4:]}")
