@@ -242,7 +242,7 @@ class Crowd:
     ``truth`` maps a prompt's text to its true value (what careful workers answer); ``pause_scale``
     multiplies every pause (0 for tests). Usernames are ``<prefix>01``, ``<prefix>02``, …: a rerun
     signs the same workers in again. ``replenish`` replaces the workers who left with newcomers, so a
-    crowd that is replenished keeps its size, as a real campaign's stream of arrivals does.
+    crowd that is replenished keeps its size and mix, as a real campaign's stream of arrivals does.
     """
 
     def __init__(
@@ -258,11 +258,11 @@ class Crowd:
         self.former: list[WorkerResult] = []
         self.workers = [self._recruit() for _ in range(size)]
 
-    def _recruit(self) -> SimulatedWorker:
+    def _recruit(self, personality: Personality | None = None) -> SimulatedWorker:
         n = self._recruited
         self._recruited += 1
         username = f"{self._prefix}{n + 1:02d}"
-        personality = self._personalities[n % len(self._personalities)]
+        personality = personality or self._personalities[n % len(self._personalities)]
         return SimulatedWorker(
             username=username, password=f"{username}-labels-things", personality=personality, stop=self.stop_event,
             rng=random.Random(self._rng.random()), **self._recruit_args,
@@ -276,14 +276,15 @@ class Crowd:
                 return
 
     def replenish(self) -> list[tuple[WorkerResult, str]]:
-        """Replace every worker who has left (nothing left for them, volume reached, errors) by a newcomer,
-        started at once; the (leaver's result, newcomer's username) pairs."""
+        """Replace every worker who has left (nothing left for them, volume reached, errors) by a newcomer
+        of the same personality, started at once, so the crowd's mix stays as it was; the (leaver's
+        result, newcomer's username) pairs."""
         changes = []
         if self.stop_event.is_set():
             return changes
         for i, worker in enumerate(self.workers):
             if worker.ident is not None and not worker.is_alive():
-                newcomer = self._recruit()
+                newcomer = self._recruit(worker.personality)
                 newcomer.start()
                 self.workers[i] = newcomer
                 self.former.append(worker.result)

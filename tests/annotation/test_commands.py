@@ -245,13 +245,16 @@ def test_a_crowd_worker_stops_at_its_volume_and_gives_its_prompt_back(live_serve
 def test_a_replenished_crowd_replaces_the_workers_who_leave(live_server, make_campaign):
     campaign = make_campaign(6, k=2)
     brief = Personality("brief", accuracy=1.0, volume=1, pause=(0, 0))
-    crowd = Crowd(base_url=live_server.url, slug=campaign.slug, size=1, pause_scale=0, personalities=(brief,))
+    crowd = Crowd(base_url=live_server.url, slug=campaign.slug, size=1, pause_scale=0, personalities=(brief, SURE))
     crowd.start()
     crowd.join(timeout=60)
     [(leaver, newcomer)] = crowd.replenish()
     assert (leaver.username, leaver.labels, leaver.stopped_by, newcomer) == ("crowd-01", 1, "volume", "crowd-02")
     crowd.join(timeout=60)
-    assert [(r.username, r.labels) for r in crowd.results] == [("crowd-01", 1), ("crowd-02", 1)]
+    # The newcomer has the leaver's personality (brief, not the next in the cycle): the mix stays.
+    assert [(r.username, r.personality, r.labels) for r in crowd.results] == [
+        ("crowd-01", "brief", 1), ("crowd-02", "brief", 1)
+    ]
     assert Label.objects.filter(campaign=campaign).values("worker").distinct().count() == 2
     crowd.stop()
     assert crowd.replenish() == []  # a stopped crowd recruits nobody
