@@ -19,10 +19,12 @@ from audits.accuracy import (
     loo_outcomes,
     noise_accuracy_regression,
     normal_interval,
+    power_cutoff,
     wilson_interval,
 )
 from audits.agreement import AgreementResult, agreement_coefficients, gwet_ac, gwet_weights, krippendorff_alpha, value_count_table
 from audits.filters import FilterResult, VolumeSweep, volume_filter, volume_sweep
+from audits.flags import StraightLining, straight_lining, straight_lining_binary
 from audits.instrument import compare_systems, item_precision, reproducibility
 from audits.io import LabelFileError, read_gold, read_labels, read_predictions
 from audits.matrix import DuplicateLabelError, LabelMatrix, ValueScale, parse_binarize
@@ -53,7 +55,8 @@ __all__ = [
     "noise_audit", "noise_from_stats", "worker_noise",
     "FilterResult", "VolumeSweep", "volume_filter", "volume_sweep",
     "WorkerAccuracy", "Regression", "least_squares", "loo_accuracy", "gold_accuracy", "loo_outcomes", "wilson_interval",
-    "normal_interval", "noise_accuracy_regression",
+    "normal_interval", "noise_accuracy_regression", "power_cutoff",
+    "StraightLining", "straight_lining", "straight_lining_binary",
     "Partitions", "noise_partitions", "minority_counts", "modal_labels", "score_partitions", "two_proportion_ztest",
     "AgreementResult", "agreement_coefficients", "krippendorff_alpha", "gwet_ac", "gwet_weights", "value_count_table",
     "item_precision", "reproducibility", "compare_systems",

@@ -4,8 +4,9 @@ For worker a and each prompt a labeled, the reference is the mode of the *other*
 that prompt; a tie (e.g. 2–2) is skipped, not guessed, and so is a prompt nobody else labeled.
 Accuracy = share of a's scored labels equal to the reference; N = prompts that counted. The same
 against the prompts' gold labels when there are any. Confidence intervals: the study's normal
-approximation ``p ± 1.96·sqrt(p(1−p)/N)`` and the Wilson score interval. Workers with N < 60 are
-underpowered.
+approximation ``p ± 1.96·sqrt(p(1−p)/N)`` and the Wilson score interval. Workers scored on fewer
+prompts than :func:`power_cutoff` (the study's 60, scaled down on campaigns too small to reach it)
+are underpowered.
 
 Everything is vectorised: per (prompt, value) counts give, for each label, the count of its own
 value, the prompt's top count, how many values share it and the second-highest count, from which
@@ -13,6 +14,7 @@ the leave-one-out mode follows without a loop.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +34,13 @@ __all__ = [
     "noise_accuracy_regression",
     "least_squares",
     "UNDERPOWERED_N",
+    "MIN_SCORED_FLOOR",
+    "power_cutoff",
 ]
 
-UNDERPOWERED_N = 60
+UNDERPOWERED_N = 60  # the study's cut-off: the most power_cutoff ever asks for
+MIN_SCORED_FLOOR = 10  # the least: N·p ≥ 5 and N·(1 − p) ≥ 5 at p = 0.5
+POWER_SHARE = 0.25  # in between: a quarter of the prompts a worker could be scored on
 STUDY_Z = 1.96
 
 # outcome codes per label (loo_outcomes)
@@ -86,6 +92,46 @@ def normal_interval(k: Any, n: Any, *, z: float = STUDY_Z) -> tuple[np.ndarray, 
         p = k / n
         half = z * np.sqrt(p * (1 - p) / n)
     return p - half, p + half
+
+
+def power_cutoff(n_prompts: int, *, cap: int = UNDERPOWERED_N, floor: int = MIN_SCORED_FLOOR,
+                 share: float = POWER_SHARE) -> int:
+    """Scored prompts below which a worker's accuracy is underpowered, scaled to the campaign.
+
+    .. math::
+
+        N_{\\min}(m) = \\min\\bigl(60,\\ \\max(10,\\ \\lceil m / 4 \\rceil)\\bigr)
+
+    where m is the number of prompts a worker could be scored on (the matrix's prompts for the
+    leave-one-out reference, the prompts with gold for the gold reference).
+
+    Why this rule:
+
+    - **60** is the study's cut-off (``noise-audit.md``): there the 95 % interval around an
+      accuracy of 0.5 is about ±0.12 (Wilson; ±0.13 normal), narrow enough to compare workers.
+      Every campaign of 240 prompts or more keeps it, so the study's own figures are reproduced.
+    - A worker is scored at most once per prompt, so on a campaign of fewer than 60 prompts no
+      worker could ever reach 60 and the mark would fall on everybody, saying nothing. There the
+      cut-off is **a quarter of the prompts**: a worker scored on that share of the campaign has
+      done a real part of it (on the demo's 60 prompts, k = 5, regular workers label 20–40 prompts
+      and drive-by workers 6, and the cut-off of 15 falls between them). At N = 15 the 95 % Wilson
+      interval around 0.5 is ±0.23: wide, and the dashboard says how wide.
+    - **Never below 10**: the study's normal-approximation interval needs N·p ≥ 5 and N·(1 − p) ≥ 5,
+      i.e. N ≥ 10 at p = 0.5; below that the Wilson interval around 0.5 is wider than ±0.26.
+
+    Notes
+    -----
+    ``n_prompts`` = 0 gives the floor. Being underpowered does not stop the outlier test (the
+    Wilson interval already accounts for N); it warns that a wide interval cannot single a worker out.
+
+    Examples
+    --------
+    >>> power_cutoff(2000), power_cutoff(240), power_cutoff(60), power_cutoff(20)
+    (60, 60, 15, 10)
+    """
+    if isinstance(n_prompts, bool) or not isinstance(n_prompts, (int, np.integer)) or n_prompts < 0:
+        raise ValueError(f"n_prompts: expected a non-negative integer, got {n_prompts!r}")
+    return int(min(cap, max(floor, math.ceil(int(n_prompts) * share))))
 
 
 def _value_count_stats(prompt: np.ndarray, codes: np.ndarray, n_prompts: int, n_values: int):
@@ -164,7 +210,10 @@ class WorkerAccuracy:
     n_ties, n_alone : ndarray of int
         Labels skipped because the others tied, or nobody else labeled the prompt (LOO only).
     min_scored : int
-        Workers with ``n_scored < min_scored`` are underpowered (60 in the study).
+        Workers with ``n_scored < min_scored`` are underpowered (by default :func:`power_cutoff`
+        of the prompts the worker could be scored on; 60 in the study).
+    min_scored_rule : str
+        How ``min_scored`` was chosen, in words (stated in the report).
     """
 
     reference: str
@@ -178,6 +227,7 @@ class WorkerAccuracy:
     n_ties: np.ndarray
     n_alone: np.ndarray
     min_scored: int = UNDERPOWERED_N
+    min_scored_rule: str = "fixed"
 
     @property
     def underpowered(self) -> np.ndarray:
@@ -209,6 +259,7 @@ class WorkerAccuracy:
             "reference": self.reference,
             "n_workers_scored": int(scored.sum()),
             "min_scored_for_power": self.min_scored,
+            "min_scored_rule": self.min_scored_rule,
             "n_underpowered": int(under.sum()),
             "underpowered": [py(w) for w in self.worker_ids[under]],
             "n_scored": total_scored,
@@ -223,7 +274,7 @@ class WorkerAccuracy:
 
 
 def _per_worker(matrix, reference: str, correct: np.ndarray, scored: np.ndarray, ties: np.ndarray,
-                alone: np.ndarray, min_scored: int, confidence: float) -> WorkerAccuracy:
+                alone: np.ndarray, min_scored: tuple[int, str], confidence: float) -> WorkerAccuracy:
     n = matrix.n_workers
     w = matrix.worker
     n_scored = np.bincount(w, weights=scored, minlength=n).astype(np.int64)
@@ -243,25 +294,30 @@ def _per_worker(matrix, reference: str, correct: np.ndarray, scored: np.ndarray,
         ci_wilson=np.column_stack([wlo, whi]),
         n_ties=np.bincount(w, weights=ties, minlength=n).astype(np.int64),
         n_alone=np.bincount(w, weights=alone, minlength=n).astype(np.int64),
-        min_scored=min_scored,
+        min_scored=min_scored[0],
+        min_scored_rule=min_scored[1],
     )
 
 
-def _check_min(min_scored: Any) -> int:
+def _check_min(min_scored: Any, n_prompts: int) -> tuple[int, str]:
+    """``(cut-off, rule in words)``: a given integer, or None for :func:`power_cutoff` of ``n_prompts``."""
+    if min_scored is None:
+        return power_cutoff(n_prompts), f"min({UNDERPOWERED_N}, max({MIN_SCORED_FLOOR}, ⌈{n_prompts} prompts / 4⌉))"
     if isinstance(min_scored, bool) or not isinstance(min_scored, (int, np.integer)) or min_scored < 0:
-        raise ValueError(f"min_scored: expected a non-negative integer, got {min_scored!r}")
-    return int(min_scored)
+        raise ValueError(f"min_scored: expected a non-negative integer or None, got {min_scored!r}")
+    return int(min_scored), "fixed"
 
 
-def loo_accuracy(matrix, *, min_scored: int = UNDERPOWERED_N, confidence: float = 0.95) -> WorkerAccuracy:
+def loo_accuracy(matrix, *, min_scored: int | None = None, confidence: float = 0.95) -> WorkerAccuracy:
     """Each worker's accuracy against the mode of the other workers' labels (ties skipped).
 
     Parameters
     ----------
     matrix : LabelMatrix
         Labels are compared on the unit scale (after binarization), as in the study.
-    min_scored : int
-        Workers scored on fewer prompts are flagged underpowered (60 in the study).
+    min_scored : int, optional
+        Workers scored on fewer prompts are flagged underpowered. Default: :func:`power_cutoff` of
+        the matrix's prompts (60 on any campaign of 240 prompts or more, as in the study).
     confidence : float
         Level of the Wilson interval (the normal interval uses the study's z = 1.96).
 
@@ -282,18 +338,19 @@ def loo_accuracy(matrix, *, min_scored: int = UNDERPOWERED_N, confidence: float 
     >>> acc.n_scored.tolist(), acc.n_correct.tolist()  # a and b: the others tie 1-1 on prompt 1
     ([1, 1, 2], [1, 1, 1])
     """
-    min_scored = _check_min(min_scored)
+    min_scored = _check_min(min_scored, matrix.n_prompts)
     out = loo_outcomes(matrix)
     scored = (out == CORRECT) | (out == WRONG)
     return _per_worker(matrix, "loo_mode", out == CORRECT, scored, out == TIE, out == ALONE, min_scored, confidence)
 
 
-def gold_accuracy(matrix, *, min_scored: int = UNDERPOWERED_N, confidence: float = 0.95) -> WorkerAccuracy:
+def gold_accuracy(matrix, *, min_scored: int | None = None, confidence: float = 0.95) -> WorkerAccuracy:
     """Each worker's accuracy against the prompts' gold labels (labels on prompts without gold skipped).
 
-    Same shape as :func:`loo_accuracy`; ``n_ties`` and ``n_alone`` are 0.
+    Same shape as :func:`loo_accuracy`; ``n_ties`` and ``n_alone`` are 0. The default ``min_scored``
+    is :func:`power_cutoff` of the prompts that have gold.
     """
-    min_scored = _check_min(min_scored)
+    min_scored = _check_min(min_scored, int(np.isfinite(matrix.gold).sum()))
     g = matrix.gold[matrix.prompt]
     scored = ~np.isnan(g)
     correct = scored & (matrix.value == g)

@@ -84,6 +84,7 @@ class AgreementResult:
     n_units: int = 0
     n_categories: int = 0
     reason: str | None = None
+    n_labels: int = 0  # labels in the n_units prompts: the sample size the dashboard states
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -119,20 +120,21 @@ def krippendorff_alpha(matrix, *, level: str = "nominal", values: str = "raw") -
     table, cats = value_count_table(matrix, values=values)
     q = len(cats)
     if q < 2:
-        return AgreementResult(name, None, n_units=matrix.n_prompts, n_categories=q,
+        return AgreementResult(name, None, n_units=matrix.n_prompts, n_categories=q, n_labels=matrix.n_labels,
                                reason="only one distinct value: no disagreement to measure against")
     pairable = table.sum(axis=1) >= 2
     if not pairable.any():
         return AgreementResult(name, None, n_units=0, n_categories=q, reason="no prompt has two or more labels")
     table = table[pairable]
+    size = {"n_units": int(table.shape[0]), "n_categories": q, "n_labels": int(table.sum())}
     if table.shape[0] * q * q > _MAX_CELLS:
-        return AgreementResult(name, None, n_units=int(table.shape[0]), n_categories=q,
+        return AgreementResult(name, None, **size,
                                reason=f"{q} distinct values over {table.shape[0]} prompts is too large for the coincidence computation")
     with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 when every pairable prompt is unanimous: handled below
         value = float(krippendorff.alpha(value_counts=table, value_domain=cats, level_of_measurement=level))
     if not np.isfinite(value):
-        return AgreementResult(name, None, n_units=int(table.shape[0]), n_categories=q, reason="expected disagreement is 0")
-    return AgreementResult(name, value, n_units=int(table.shape[0]), n_categories=q)
+        return AgreementResult(name, None, **size, reason="expected disagreement is 0")
+    return AgreementResult(name, value, **size)
 
 
 def gwet_weights(categories: Any, kind: str = "identity") -> np.ndarray:
@@ -222,19 +224,21 @@ def gwet_ac(table: Any, *, weights: str | np.ndarray = "identity", categories: A
     name = "gwet_ac1" if kind == "identity" else f"gwet_ac2_{kind}"
     ri = t.sum(axis=1)
     t, ri = t[ri > 0], ri[ri > 0]
-    n = t.shape[0]
+    n, n_labels = t.shape[0], int(ri.sum())
     if q < 2:
-        return AgreementResult(name, None, n_units=n, n_categories=q, reason="only one category: chance agreement is 1")
+        return AgreementResult(name, None, n_units=n, n_categories=q, n_labels=n_labels,
+                               reason="only one category: chance agreement is 1")
     two = ri >= 2
     if not two.any():
-        return AgreementResult(name, None, n_units=n, n_categories=q, reason="no unit has two or more ratings")
+        return AgreementResult(name, None, n_units=n, n_categories=q, n_labels=n_labels,
+                               reason="no unit has two or more ratings")
     tw = np.dot(t, np.ascontiguousarray(w.T))  # r*_ik = sum_l w_kl r_il (contiguous: BLAS, not a slow loop)
     pa = float(np.mean((t[two] * (tw[two] - 1)).sum(axis=1) / (ri[two] * (ri[two] - 1))))
     pi = (t / ri[:, None]).mean(axis=0)
     pe = float(w.sum() * np.sum(pi * (1 - pi)) / (q * (q - 1)))
     if pe >= 1:
-        return AgreementResult(name, None, pa, pe, n, q, reason="chance agreement is 1")
-    return AgreementResult(name, (pa - pe) / (1 - pe), pa, pe, n, q)
+        return AgreementResult(name, None, pa, pe, n, q, reason="chance agreement is 1", n_labels=n_labels)
+    return AgreementResult(name, (pa - pe) / (1 - pe), pa, pe, n, q, n_labels=n_labels)
 
 
 def agreement_coefficients(matrix, *, values: str = "raw", levels: tuple = None, weights: tuple = AC_WEIGHTS) -> dict:

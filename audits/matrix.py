@@ -161,7 +161,7 @@ class ValueScale:
                     unit[todo] = map_values(raw_str[todo], str_keys)
         else:
             num = raw_num
-            if raw_str is not None:
+            if raw_str is not None and self.rescale is None:  # true/false answer binary scales only
                 num = raw_num.copy()
                 booleans = map_values(raw_str, _BOOL_STRINGS)
                 has = ~np.isnan(booleans)
@@ -190,7 +190,9 @@ def _parse_one(v: Any) -> tuple[float, Any, bool]:
     if v is None:
         return np.nan, None, True
     if isinstance(v, (bool, np.bool_)):
-        return float(v), str(bool(v)).lower(), False
+        # Not a number: JSON's true/false is a binary answer, read as the strings "true"/"false" are,
+        # so a rating scale (binarize, rescale) counts it invalid instead of taking it as 1/0.
+        return np.nan, str(bool(v)).lower(), False
     if isinstance(v, (int, float, np.integer, np.floating)):
         f = float(v)
         return f, (None if f != f else str(v).lower()), f != f
@@ -220,11 +222,12 @@ def _parse_raw(values: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         missing = np.empty(n, dtype=bool)
         for i, v in enumerate(arr.tolist()):
             try:
-                r = cache[v]
+                # A bool's key would be its number's (True == 1): the tuple keeps them apart.
+                r = cache[(v, v.__class__ is bool)]
             except KeyError:
                 r = _parse_one(v)
                 try:
-                    cache[v] = r
+                    cache[(v, v.__class__ is bool)] = r
                 except TypeError:  # unhashable (dict/list from JSON): not a label value
                     r = (np.nan, str(v), False)
             except TypeError:
@@ -236,6 +239,7 @@ def _parse_raw(values: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     isna = s.isna().to_numpy()
     num = np.array(pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan), dtype=float)
     low = s.astype(str).str.strip().str.lower()
+    num[low.isin(("true", "false")).to_numpy()] = np.nan  # JSON booleans, as in _parse_one
     missing = isna | low.isin(_NA_STRINGS).to_numpy()
     strs_arr = np.array(low.to_numpy(dtype=object), dtype=object)
     strs_arr[missing] = None

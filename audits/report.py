@@ -4,7 +4,8 @@
 :class:`AuditReport`; :meth:`AuditReport.to_dict` gives the JSON the dashboard, the API and the
 ``audit`` command serialise, with the spec's fixed top-level keys (``level_noise`` …
 ``system_noise_mod``, ``residual``, ``n_workers``, ``n_prompts``, ``n_labels``, ``sd``,
-``accuracy``, ``accuracy_gold``, ``partitions``) and further sections under their own keys.
+``accuracy``, ``accuracy_gold``, ``partitions``) and further sections under their own keys (among
+them ``straight_lining``, :mod:`audits.flags`).
 :func:`render_markdown` renders such a dict (so a stored report can be rendered again).
 """
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 import numpy as np
 
 from audits._util import py
-from audits.accuracy import WorkerAccuracy, gold_accuracy, loo_accuracy, noise_accuracy_regression, UNDERPOWERED_N
+from audits.accuracy import WorkerAccuracy, gold_accuracy, loo_accuracy, noise_accuracy_regression
 from audits.agreement import agreement_coefficients as agreement_section
 from audits.filters import FilterResult, volume_filter, volume_sweep
+from audits.flags import StraightLining, straight_lining
+from audits.glossary import NUMBERS, agreement_name, agreement_reading
 from audits.instrument import compare_systems, item_precision, reproducibility
 from audits.noise import NOISE_KEYS, NoiseAudit, WorkerNoise, _check_ddof, noise_audit, worker_noise
 from audits.partitions import Partitions, noise_partitions, score_partitions
@@ -60,6 +63,7 @@ class AuditReport:
     systems: dict | None = None
     reproducibility: dict | None = None
     notes: dict = field(default_factory=dict)
+    straight_lining: StraightLining | None = None
 
     def to_dict(self) -> dict:
         a = self.audit
@@ -86,6 +90,7 @@ class AuditReport:
         d["partition_scores"] = self.partition_scores
         d["systems"] = self.systems
         d["reproducibility"] = self.reproducibility
+        d["straight_lining"] = self.straight_lining.to_dict() if self.straight_lining is not None else None
         d["notes"] = dict(self.notes)
         # the long sections are built from .tolist() already; convert the small ones
         for k in ("computed_on", "counts", "accuracy_summary", "accuracy_gold_summary", "partitions_meta",
@@ -111,7 +116,7 @@ def full_report(
     sweeps: tuple = ("min",),
     filters: tuple = (),
     k: int | None = None,
-    min_scored: int = UNDERPOWERED_N,
+    min_scored: int | None = None,
     per_worker: bool = True,
     agreement: bool = True,
     alpha_levels: tuple | None = None,
@@ -135,8 +140,9 @@ def full_report(
         Single filters to report exactly, e.g. ``(("min", 60),)``.
     k : int, optional
         Labels per prompt for the partitions (default: the most common count).
-    min_scored : int
-        Underpowered cut-off for the accuracy (60).
+    min_scored : int, optional
+        Underpowered cut-off for the accuracy; default :func:`audits.accuracy.power_cutoff` of the
+        prompts (60, the study's, from 240 prompts up; less on smaller campaigns).
     per_worker : bool
         Per-worker noise and its regression on accuracy (costs a sparse product).
     agreement : bool
@@ -231,7 +237,7 @@ def full_report(
     if second is not None:
         repro = reproducibility(matrix, second, ddof=ddof).to_dict()
     return AuditReport(audit, computed_on, counts, acc, acc_gold, parts, sw, flt, wn, regs, agree, prec,
-                       pscores, systems, repro, notes)
+                       pscores, systems, repro, notes, straight_lining(matrix))
 
 
 # --------------------------------------------------------------------------------------- markdown
@@ -245,14 +251,7 @@ def _f(x: Any, nd: int = 4) -> str:
     return str(x)
 
 
-_NAMES = {
-    "level_noise": "Level noise (LN)",
-    "pattern_noise_orig": "Pattern noise, original (PN_orig)",
-    "pattern_noise_mod": "Pattern noise, modified (PN_mod)",
-    "system_noise_orig": "System noise, original (SN_orig)",
-    "system_noise_mod": "System noise, modified (SN_mod)",
-    "residual": "Residual",
-}
+_NAMES = {m.key: f"{m.name} ({m.symbol}{'_' + m.sub if m.sub else ''})" if m.symbol else m.name for m in NUMBERS}
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
@@ -305,8 +304,10 @@ def render_markdown(report: dict, *, max_rows: int = 40) -> str:
         if not rows_acc:
             lines.append((r.get("notes") or {}).get(key, "No worker could be scored."))
             continue
+        rule = summ.get("min_scored_rule")
         lines.append(f"{summ.get('n_workers_scored')} workers scored; pooled accuracy {_f(summ.get('pooled_accuracy'))}; "
-                     f"{summ.get('n_underpowered')} underpowered (N < {summ.get('min_scored_for_power')}); "
+                     f"{summ.get('n_underpowered')} underpowered (N < {summ.get('min_scored_for_power')}"
+                     + (f" = {rule}" if rule and rule != "fixed" else "") + "); "
                      f"skipped: {summ.get('skipped_ties', 0)} ties, {summ.get('skipped_alone', 0)} prompts nobody else labeled.")
         lines.append("")
         show = rows_acc[:max_rows]
@@ -346,14 +347,28 @@ def render_markdown(report: dict, *, max_rows: int = 40) -> str:
                         [[k, g["n"], g["slope"], g["intercept"], g["r2"], g["f"], g["p"]] if g["slope"] is not None
                          else [k, g["n"], g["reason"], "", "", "", ""] for k, g in regs.items()])
 
+    sl = r.get("straight_lining")
+    if sl is not None:
+        rule = sl["rule"]
+        lines += ["", "## Straight-lining (one answer to nearly everything)", "",
+                  f"Flagged: at least {rule['min_labels']} labels, one value on at least {rule['min_share'] * 100:.0f} % of them, "
+                  f"and a binomial tail below {rule['alpha']} against that value's share among the other workers' labels.", ""]
+        if sl["workers"]:
+            lines += _table(["worker", "labels", "reason", "p"],
+                            [[e["worker"], e["n_labels"], e["reason"], f"{e['p']:.2g}"] for e in sl["workers"][:max_rows]])
+        else:
+            lines.append("No worker is flagged.")
+
     ag = r.get("agreement")
     if ag:
-        lines += ["", "## Agreement (raw labels)", ""]
+        lines += ["", "## Agreement (raw labels)", "",
+                  "Krippendorff's reading: ≥ 0.8 reliable, 0.667–0.8 tentative, below 0.667 not reliable.", ""]
         rows = []
         for k, v in ag.items():
             if isinstance(v, dict) and "value" in v:
-                rows.append([v.get("name", k), v["value"] if v["value"] is not None else f"undefined: {v.get('reason')}"])
-        lines += _table(["coefficient", "value"], rows)
+                rows.append([agreement_name(k), v["value"] if v["value"] is not None else f"undefined: {v.get('reason')}",
+                             agreement_reading(v["value"]) or "", v.get("n_units"), v.get("n_labels", "")])
+        lines += _table(["coefficient", "value", "reading", "prompts", "labels"], rows)
     pr = r.get("precision")
     if pr:
         lines += ["", "## Instrument precision", "",

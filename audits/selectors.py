@@ -7,6 +7,8 @@ gather its inputs from the database and shape its outputs for the dashboard.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from datetime import timedelta
 
 import numpy as np
@@ -15,6 +17,8 @@ from django.utils import timezone
 
 from annotation.models import Campaign, Label, Prompt, Worker
 from annotation.selectors import Progress
+from audits.flags import straight_lining_binary
+from audits.glossary import agreement_name, agreement_reading
 from audits.matrix import LabelMatrix
 from audits.models import AuditSnapshot, AuditStats, UnitAuditStats, UnitStateCount, WorkerAuditStats
 from audits.noise import noise_from_stats
@@ -212,25 +216,48 @@ def audit_status(*, campaign: Campaign, now=None) -> dict:
 
 
 # ---------------------------------------------------------------------------------- dashboard tables
-def worker_table(*, campaign: Campaign, full: dict | None) -> list[dict]:
-    """One row per worker: labels and mean unit label (live, from the statistics), leave-one-out
-    accuracy with its intervals (from the latest full report), and an outlier flag.
+def unit_value_names(campaign: Campaign) -> dict[float, str]:
+    """The words a researcher knows the unit values by: the binary answers' texts, or the raw
+    ratings the binarization map sends to 0 and to 1 (``{1.0: "3 or 4", 0.0: "1 or 2"}``)."""
+    if campaign.schema == Campaign.Schema.BINARY:
+        return {1.0: campaign.positive_text, 0.0: campaign.negative_text}
+    names = {}
+    for unit in (0, 1):
+        raws = [str(raw) for raw in sorted(int(raw) for raw, u in campaign.binarization.items() if u == unit)]
+        if raws:
+            names[float(unit)] = raws[0] if len(raws) == 1 else ", ".join(raws[:-1]) + " or " + raws[-1]
+    return names
 
-    Outlier: the worker's 95 % Wilson interval lies entirely below the pooled leave-one-out accuracy
-    of the crowd (the worker agrees with the others significantly less than the crowd does).
+
+def worker_table(*, campaign: Campaign, full: dict | None) -> list[dict]:
+    """One row per worker: labels, mean unit label and the straight-lining flag (live, from the
+    statistics), accuracy against the others and against gold with their intervals (from the latest
+    full report), and the flags in words.
+
+    Flags:
+    - straight-lining: the engine's rule (``audits.flags``) on each worker's count of 1s among the
+      whole campaign's (unit values are 0/1, so the statistics' sum is that count);
+    - outlier: the worker's 95 % Wilson interval lies entirely below the pooled leave-one-out accuracy
+      of the crowd (the worker agrees with the others significantly less than the crowd does);
+    - underpowered: scored on fewer prompts than the report's cut-off (``audits.accuracy.power_cutoff``).
     """
-    accuracy = {row["worker"]: row for row in (full or {}).get("accuracy", [])}
-    summary = (full or {}).get("accuracy_summary") or {}
+    full = full or {}
+    accuracy = {row["worker"]: row for row in full.get("accuracy") or []}
+    gold = {row["worker"]: row for row in full.get("accuracy_gold") or []}
+    summary = full.get("accuracy_summary") or {}
     pooled = summary.get("pooled_accuracy")
-    min_scored = summary.get("min_scored_for_power", 60)
-    rows = []
-    for channel, ext, n_labels, n_units, n_invalid, total in (
+    min_scored = summary.get("min_scored_for_power", 60)  # snapshots from before the scaled cut-off: the study's
+    stats = list(
         WorkerAuditStats.objects.filter(campaign=campaign)
         .values_list("worker__channel", "worker__external_id", "n_labels", "n_units", "n_invalid", "sum")
         .order_by("-n_labels", "worker_id")
-    ):
+    )
+    straight = straight_lining_binary([f"{c}:{e}" for c, e, *_ in stats], [r[3] for r in stats], [r[5] for r in stats])
+    names = unit_value_names(campaign)
+    rows = []
+    for i, (channel, ext, n_labels, n_units, n_invalid, total) in enumerate(stats):
         public = f"{channel}:{ext}"
-        acc = accuracy.get(public)
+        acc, acc_gold = accuracy.get(public), gold.get(public)
         row = {
             "worker": public, "labels": n_labels, "units": n_units, "invalid": n_invalid,
             "mean": (total / n_units) if n_units else None,
@@ -238,11 +265,35 @@ def worker_table(*, campaign: Campaign, full: dict | None) -> list[dict]:
             "ci_normal": acc["ci_normal"] if acc else None,
             "ci_wilson": acc["ci_wilson"] if acc else None,
             "n_scored": acc["n_scored"] if acc else 0,
+            "accuracy_gold": acc_gold["accuracy"] if acc_gold else None,
+            "n_scored_gold": acc_gold["n_scored"] if acc_gold else 0,
         }
         row["underpowered"] = row["n_scored"] < min_scored
         row["outlier"] = bool(acc and pooled is not None and acc["ci_wilson"][1] < pooled)
+        row["straight_lining"] = bool(straight.flagged[i])
+        flags = []
+        if row["straight_lining"]:
+            flags.append({"kind": "straight_lining", "text": "straight-lining: " + straight.reason(i, names)})
+        if row["outlier"]:
+            flags.append({"kind": "outlier", "text": (
+                f"outlier: agrees with the others on {acc['accuracy'] * 100:.0f} % of {acc['n_scored']} prompts; "
+                f"its 95 % interval ends at {acc['ci_wilson'][1]:.2f}, below the crowd's {pooled:.2f}")})
+        if acc and row["underpowered"]:
+            flags.append({"kind": "underpowered", "text": f"underpowered: {acc['n_scored']} scored prompts, fewer than {min_scored}"})
+        row["flags"] = flags
         rows.append(row)
     return rows
+
+
+def agreement_rows(agreement: dict | None) -> list[dict]:
+    """The report's agreement section as the dashboard lists it: each coefficient's name, value,
+    Krippendorff's reading and the prompts and labels it was computed on."""
+    return [
+        {"key": key, "name": agreement_name(key), "value": v["value"], "reading": agreement_reading(v["value"]),
+         "reason": v.get("reason"), "n_units": v.get("n_units"), "n_labels": v.get("n_labels"),
+         "n_categories": v.get("n_categories")}
+        for key, v in (agreement or {}).items() if isinstance(v, dict) and "value" in v
+    ]
 
 
 def ambiguous_units(*, campaign: Campaign, limit: int = 10) -> list[dict]:
@@ -280,9 +331,35 @@ FULL_SECTIONS = ("filters", "accuracy", "accuracy_summary", "noise_vs_accuracy",
                  "partitions", "partitions_meta", "counts", "reasons", "computed_on", "notes")
 
 
+def _summary_head(summary: dict | None) -> dict | None:
+    """An accuracy summary without its list of underpowered workers (one entry per worker)."""
+    return None if summary is None else {k: v for k, v in summary.items() if k != "underpowered"}
+
+
 def _snapshot_meta(snapshot: AuditSnapshot) -> dict:
     return {"watermark": snapshot.watermark, "computed_at": snapshot.computed_at.isoformat(),
             "duration_ms": round(snapshot.duration_ms, 1), "cpu_ms": round(snapshot.cpu_ms, 1)}
+
+
+def dashboard_version(*, campaign: Campaign, have_full: int = -1) -> str:
+    """A tag that changes whenever :func:`dashboard_data` would say something new (the feed's ETag).
+
+    Built from what the feed is computed from: the latest cheap and full snapshots, the label and
+    audit counters (labels, audited labels, a rebuild, staleness — which turns on by the clock
+    alone), the campaign's own fields, and the client's ``have_full``. It costs a few indexed
+    reads, so an unchanged dashboard is answered without building the feed.
+    """
+    latest = {
+        kind: AuditSnapshot.objects.filter(campaign=campaign, kind=kind).order_by("-watermark")
+        .values_list("pk", "watermark").first()
+        for kind in (AuditSnapshot.Kind.CHEAP, AuditSnapshot.Kind.FULL)
+    }
+    status = audit_status(campaign=campaign)
+    rebuilds = AuditStats.objects.filter(campaign=campaign).values_list("rebuilds", flat=True).first()
+    parts = [campaign.title, campaign.k, campaign.schema, campaign.positive_text, campaign.negative_text,
+             campaign.binarization, latest, rebuilds, have_full,
+             [status[k] for k in ("labels", "audited_labels", "behind", "rebuilding", "stale", "first_unaudited_at")]]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def dashboard_data(*, campaign: Campaign, have_full: int = -1) -> dict:
@@ -296,18 +373,21 @@ def dashboard_data(*, campaign: Campaign, have_full: int = -1) -> dict:
     full = (
         AuditSnapshot.objects.filter(campaign=campaign, kind=AuditSnapshot.Kind.FULL).order_by("-watermark")
         .values("pk", "watermark", "computed_at", "duration_ms", "cpu_ms", "data__accuracy", "data__accuracy_summary",
-                *(f"data__{k}" for k in numbers))
+                "data__accuracy_gold", "data__accuracy_gold_summary", *(f"data__{k}" for k in numbers))
         .first()
     )
     full_out = None
     if full is not None:
         full_out = {"watermark": full["watermark"], "computed_at": full["computed_at"].isoformat(),
                     "duration_ms": round(full["duration_ms"], 1), "cpu_ms": round(full["cpu_ms"], 1),
-                    "numbers": {k: full[f"data__{k}"] for k in numbers}}
+                    "numbers": {k: full[f"data__{k}"] for k in numbers},
+                    "accuracy_summary": _summary_head(full["data__accuracy_summary"]),
+                    "accuracy_gold_summary": _summary_head(full["data__accuracy_gold_summary"])}
         if full["watermark"] != have_full:
             data = AuditSnapshot.objects.values_list("data", flat=True).get(pk=full["pk"])
             full_out["report"] = {k: data.get(k) for k in FULL_SECTIONS}
-        accuracy = {"accuracy": full["data__accuracy"], "accuracy_summary": full["data__accuracy_summary"]}
+            full_out["agreement"] = agreement_rows(data.get("agreement"))
+        accuracy = {k: full[f"data__{k}"] for k in ("accuracy", "accuracy_summary", "accuracy_gold")}
     return {
         "campaign": {"slug": campaign.slug, "title": campaign.title, "k": campaign.k, "schema": campaign.schema},
         "now": now.isoformat(),

@@ -3,6 +3,8 @@ from django.urls import path
 from audits import views
 
 urlpatterns = [
+    # Before the campaign pattern, which "guide" would match too.
+    path("guide/", views.guide, name="audit_guide"),
     path("<slug:slug>/", views.dashboard, name="audit_dashboard"),
     path("<slug:slug>/data.json", views.dashboard_data, name="audit_dashboard_data"),
     path("<slug:slug>/report.<str:fmt>", views.report_download, name="audit_report"),

@@ -1,4 +1,5 @@
-"""The audit dashboard: a page, its JSON feed (polled every 2 s), report downloads, "recompute now".
+"""The audit dashboard: a page, its JSON feed (polled every 2 s), report downloads, "recompute now",
+and the "How to read this" guide.
 
 Researchers see their own and shared campaigns, staff see all (``campaign_for_user``: 404 for
 anyone else). Views parse, call one selector or service, render.
@@ -10,11 +11,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.cache import get_conditional_response, quote_etag
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from annotation.selectors import campaign_for_user
-from audits import selectors, services
+from audits import accuracy, flags, glossary, selectors, services
 from audits.models import AuditSnapshot
 from audits.report import render_markdown
 
@@ -30,8 +32,21 @@ def dashboard(request, slug):
         "poll_ms": POLL_MS,
         "stale_after": services.audit_setting("STALE_AFTER"),
         "full": AuditSnapshot.objects.filter(campaign=campaign, kind=AuditSnapshot.Kind.FULL).exists(),
+        "numbers": glossary.NUMBERS,
+        "accuracy_metrics": {m.key: m for m in glossary.ACCURACY},
+        "reference": glossary.REFERENCE,
     }
     return render(request, "audits/dashboard.html", context)
+
+
+def feed_response(request, *, campaign, have_full: int, build):
+    """The feed with an ETag (``selectors.dashboard_version``): 304 without a body when the client's
+    If-None-Match still matches, so a dashboard left open re-sends nothing while nothing changes;
+    else ``build()``'s response, tagged."""
+    etag = quote_etag(selectors.dashboard_version(campaign=campaign, have_full=have_full))
+    response = get_conditional_response(request, etag=etag) or build()
+    response["ETag"] = etag
+    return response
 
 
 @never_cache
@@ -43,7 +58,19 @@ def dashboard_data(request, slug):
         have_full = int(request.GET.get("have_full", "-1"))
     except ValueError:
         have_full = -1
-    return JsonResponse(selectors.dashboard_data(campaign=campaign, have_full=have_full))
+    return feed_response(request, campaign=campaign, have_full=have_full,
+                         build=lambda: JsonResponse(selectors.dashboard_data(campaign=campaign, have_full=have_full)))
+
+
+def guide(request):
+    """How to read the audit: every number's definition, direction and reference values. Public:
+    it shows no campaign's data."""
+    context = {
+        "numbers": glossary.NUMBERS, "accuracy_metrics": glossary.ACCURACY, "reference": glossary.REFERENCE,
+        "agreement": glossary.AGREEMENT, "power": {"cap": accuracy.UNDERPOWERED_N, "floor": accuracy.MIN_SCORED_FLOOR},
+        "straight": {"min_labels": flags.MIN_LABELS, "min_share": round(flags.MIN_SHARE * 100), "alpha": flags.ALPHA},
+    }
+    return render(request, "audits/guide.html", context)
 
 
 @login_required

@@ -16,15 +16,20 @@ from annotation.selectors import campaign_for_user
 from audits import selectors, services
 from audits.models import AuditSnapshot
 from audits.report import render_markdown
+from audits.views import feed_response
 
 
 class AuditApi(APIView):
-    """Everything the audit dashboard shows: status, latest cheap numbers, history, workers, full report."""
+    """Everything the audit dashboard shows: status, latest cheap numbers, history, workers, full report.
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    Tagged with an ETag, as the dashboard's feed: send it back in If-None-Match and an unchanged audit
+    answers 304 with no body."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 304: OpenApiResponse(description="Not modified since the ETag sent.")})
     def get(self, request, slug: str):
         campaign = campaign_for_user(user=request.user, slug=slug)
-        return Response(selectors.dashboard_data(campaign=campaign))
+        return feed_response(request, campaign=campaign, have_full=-1,
+                             build=lambda: Response(selectors.dashboard_data(campaign=campaign)))
 
 
 class SnapshotPagination(CursorPagination):

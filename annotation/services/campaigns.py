@@ -35,10 +35,14 @@ TRANSITIONS = {
 }
 
 
+# Slugs that a campaign's URLs would share with a page of their own (/audits/guide/).
+RESERVED_SLUGS = {"guide"}
+
+
 def _unique_slug(title: str) -> str:
     base = slugify(title)[:48] or "campaign"
     slug = base
-    while Campaign.objects.filter(slug=slug).exists():
+    while slug in RESERVED_SLUGS or Campaign.objects.filter(slug=slug).exists():
         slug = f"{base}-{get_random_string(6).lower()}"
     return slug
 

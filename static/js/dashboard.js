@@ -1,5 +1,7 @@
 /* The audit dashboard: polls the JSON feed (data-url) every data-poll-ms and updates in place.
-   No inline script: everything the page needs comes from data-* attributes and the feed. */
+   No inline script: everything the page needs comes from data-* attributes and the feed.
+   The feed carries an ETag: the next poll sends it back (If-None-Match) and an unchanged feed
+   answers 304 with no body, so the page keeps what it has and only its clocks move on. */
 (function () {
   "use strict";
 
@@ -14,8 +16,19 @@
     system_noise_orig: "SN orig", system_noise_mod: "SN mod", residual: "residual"
   };
   var COLORS = ["#2856c8", "#c0392b", "#e67e22", "#1e7a3c", "#8e44ad", "#5d6675", "#16a085", "#d4ac0d", "#7f8c8d", "#2c3e50", "#a04000"];
+  var FULL_CHARTS = ["chart-accuracy", "chart-scatter", "chart-min-noise", "chart-min-prompts", "chart-max-noise", "chart-max-prompts"];
+  var EMPTY = {
+    noLabels: "No labels yet — the charts appear after the first labels arrive.",
+    noFull: "Waiting for the full audit: it starts with the first labels and reruns as they grow (“Recompute now” runs it at once).",
+    noScored: "No worker can be scored yet: that needs prompts labeled by at least two other workers who do not tie."
+  };
+  // With two answer values every α level equals the nominal one and every AC2 weighting equals AC1.
+  var BINARY_AGREEMENT = ["alpha_nominal", "gwet_ac1"];
+  // The y axes of a filter's two charts get the same width, so their shared threshold axes line up.
+  var Y_AXIS_WIDTH = 64;
 
-  var state = { haveFull: -1, report: null, workers: [], sort: { key: "labels", desc: true }, charts: {} };
+  var state = { haveFull: -1, report: null, workers: [], sort: { key: "labels", desc: true }, charts: {},
+                etag: null, last: null, receivedAt: 0, unchanged: 0 };
 
   function $(id) { return document.getElementById(id); }
   function fmt(x, digits) {
@@ -29,7 +42,7 @@
     return (s / 3600).toFixed(1) + " h";
   }
   function clock(iso) { return iso ? new Date(iso).toLocaleTimeString() : "—"; }
-  function text(el, value) { if (el) el.textContent = value; }
+  function text(node, value) { if (node) node.textContent = value; }
   function el(tag, content, cls) {
     var node = document.createElement(tag);
     if (content !== undefined && content !== null) node.textContent = content;
@@ -45,6 +58,7 @@
   }
   function chart(id, config) {
     if (typeof Chart === "undefined") return null;
+    emptyState(id, null);
     var existing = state.charts[id];
     if (existing) {
       existing.data = config.data;
@@ -58,10 +72,21 @@
     state.charts[id] = new Chart($(id), config);
     return state.charts[id];
   }
+  /* A chart area with nothing to draw says why instead of staying blank (message null: drawn). */
+  function emptyState(id, message) {
+    var note = document.querySelector('.chart-empty[data-chart="' + id + '"]');
+    if (!note) return;
+    note.hidden = !message;
+    if (message) {
+      text(note, message);
+      if (state.charts[id]) { state.charts[id].destroy(); delete state.charts[id]; }
+    }
+  }
   function lineSets(rows, x) {
     return NUMBERS.map(function (k, i) {
       return {
-        label: NAMES[k], borderColor: COLORS[i], backgroundColor: COLORS[i], pointRadius: 0, borderWidth: 2,
+        // lines without points, except a lone point (a first snapshot), which a line cannot show
+        label: NAMES[k], borderColor: COLORS[i], backgroundColor: COLORS[i], pointRadius: rows.length > 1 ? 0 : 3, borderWidth: 2,
         spanGaps: false,
         data: rows.map(function (r) { return { x: x(r), y: r[k] === undefined ? null : r[k] }; })
       };
@@ -80,8 +105,22 @@
     });
   }
 
+  /* The threshold axis both charts of a filter share: the same bounds (half a step beyond the first
+     and last threshold, so the end bars are whole) and the same integer ticks. */
+  function thresholdAxis(title, thresholds, stacked) {
+    var lo = thresholds[0], hi = thresholds[thresholds.length - 1];
+    var step = Math.max(1, Math.ceil((hi - lo) / 10));
+    return axis(title, { type: "linear", stacked: stacked, min: lo - 0.5, max: hi + 0.5, offset: false,
+                         ticks: { stepSize: step, precision: 0, includeBounds: false } });
+  }
+  function fixedWidth(scale) { scale.width = Y_AXIS_WIDTH; }
+
   function drawSweep(kind, sweep) {
-    if (!sweep) return;
+    if (!sweep || !sweep.threshold.length) {
+      emptyState("chart-" + kind + "-noise", EMPTY.noLabels);
+      emptyState("chart-" + kind + "-prompts", EMPTY.noLabels);
+      return;
+    }
     var rows = sweep.threshold.map(function (t, i) {
       var r = { t: t };
       NUMBERS.forEach(function (k) { r[k] = sweep[k][i]; });
@@ -93,27 +132,30 @@
       data: { datasets: lineSets(rows, function (r) { return r.t; }) },
       options: {
         parsing: false,
-        scales: { x: axis("threshold t: keep workers with " + word + " t labels", { type: "linear" }), y: axis("noise (SD)", { beginAtZero: true }) }
+        scales: { x: thresholdAxis("threshold t: keep workers with " + word + " t labels", sweep.threshold, false),
+                  y: axis("noise (SD)", { beginAtZero: true, afterFit: fixedWidth }) }
       }
     });
     var keys = Object.keys(sweep.prompt_distribution);
     chart("chart-" + kind + "-prompts", {
       type: "bar",
       data: {
-        labels: sweep.threshold,
         datasets: keys.map(function (key, i) {
-          return { label: key + " label" + (key === "1" ? "" : "s") + " left", data: sweep.prompt_distribution[key],
-                   backgroundColor: COLORS[i % COLORS.length], stack: "prompts" };
+          return { label: key + " label" + (key === "1" ? "" : "s") + " left", backgroundColor: COLORS[i % COLORS.length],
+                   stack: "prompts", barPercentage: 1, categoryPercentage: 0.9,
+                   data: sweep.threshold.map(function (t, j) { return { x: t, y: sweep.prompt_distribution[key][j] }; }) };
         })
       },
       options: {
-        scales: { x: axis("threshold t", { stacked: true }), y: axis("prompts", { stacked: true, beginAtZero: true }) }
+        scales: { x: thresholdAxis("threshold t", sweep.threshold, true),
+                  y: axis("prompts", { stacked: true, beginAtZero: true, afterFit: fixedWidth }) }
       }
     });
   }
 
   function drawAccuracy(report) {
     var rows = (report && report.accuracy) || [];
+    if (!rows.length) { emptyState("chart-accuracy", EMPTY.noScored); return; }
     chart("chart-accuracy", {
       type: "bar",
       data: {
@@ -141,8 +183,13 @@
       return acc[w.worker] !== undefined && w[noise] !== null;
     }).map(function (w) { return { x: w[noise], y: acc[w.worker], worker: w.worker }; });
     var reg = ((report.noise_vs_accuracy || {}).loo_mode || {})[noise];
+    if (!points.length) {
+      emptyState("chart-scatter", EMPTY.noScored);
+      text($("regression-text"), "");
+      return;
+    }
     var datasets = [{ type: "scatter", label: "workers", data: points, backgroundColor: "#2856c8" }];
-    if (reg && reg.slope !== null && points.length) {
+    if (reg && reg.slope !== null) {
       var xs = points.map(function (p) { return p.x; });
       var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs);
       datasets.push({ type: "line", label: "least squares", pointRadius: 0, borderColor: "#c0392b", borderWidth: 2,
@@ -224,23 +271,37 @@
     });
   }
 
+  function interval(ci) { return ci ? fmt(ci[0], 3) + "–" + fmt(ci[1], 3) : "—"; }
+  /* A cell with its column's name, which a phone shows next to it (the table stacks there). */
+  function cell(label, content, cls) {
+    var td = el("td", content, cls);
+    td.dataset.label = label;
+    return td;
+  }
+
   function drawWorkers() {
     var body = $("workers-body");
     var rows = sortWorkers();
+    var gold = rows.some(function (w) { return w.accuracy_gold !== null && w.accuracy_gold !== undefined; });
+    document.querySelectorAll(".gold-only").forEach(function (node) { node.hidden = !gold; });
     body.textContent = "";
     if (!rows.length) {
-      var empty = el("tr"); var td = el("td", "No labels yet.", "muted"); td.colSpan = 6; empty.appendChild(td); body.appendChild(empty);
+      var empty = el("tr"); var td = el("td", "No labels yet.", "muted"); td.colSpan = 7; empty.appendChild(td); body.appendChild(empty);
       return;
     }
     rows.forEach(function (w) {
       var tr = el("tr");
-      tr.appendChild(el("td", w.worker));
-      tr.appendChild(el("td", String(w.labels), "num"));
-      tr.appendChild(el("td", fmt(w.mean, 3), "num"));
-      tr.appendChild(el("td", w.accuracy === null ? "—" : fmt(w.accuracy, 3) + " (N = " + w.n_scored + ")", "num"));
-      tr.appendChild(el("td", w.ci_wilson ? fmt(w.ci_wilson[0], 3) + "–" + fmt(w.ci_wilson[1], 3) : "—"));
-      var flag = w.outlier ? "outlier" : (w.accuracy !== null && w.underpowered ? "underpowered" : "");
-      tr.appendChild(el("td", flag, w.outlier ? "flag-outlier" : "muted"));
+      tr.appendChild(cell("", w.worker));
+      tr.appendChild(cell("labels", String(w.labels), "num"));
+      tr.appendChild(cell("mean label", fmt(w.mean, 3), "num"));
+      tr.appendChild(cell("agreement with others", w.accuracy === null ? "—" : fmt(w.accuracy, 3) + " (N = " + w.n_scored + ")", "num"));
+      tr.appendChild(cell("95 % interval", interval(w.ci_wilson)));
+      if (gold) {
+        tr.appendChild(cell("accuracy vs gold", w.accuracy_gold === null ? "—" : fmt(w.accuracy_gold, 3) + " (N = " + w.n_scored_gold + ")", "num"));
+      }
+      var flags = cell("", null, "flags");
+      (w.flags || []).forEach(function (f) { flags.appendChild(el("span", f.text, "flag flag-" + f.kind.replace("_", "-"))); });
+      tr.appendChild(flags);
       body.appendChild(tr);
     });
   }
@@ -259,17 +320,22 @@
     });
   }
 
-  function drawAgreement(report) {
+  function drawAgreement(rows) {
+    if (!rows) return;
     var body = $("agreement-body");
-    var ag = (report && report.agreement) || null;
-    if (!ag) return;
     body.textContent = "";
-    Object.keys(ag).forEach(function (k) {
-      var v = ag[k];
-      if (!v || typeof v !== "object" || !("value" in v)) return;
+    var binary = rows.length && rows.every(function (r) { return r.n_categories !== null && r.n_categories <= 2; });
+    var shown = binary ? rows.filter(function (r) { return BINARY_AGREEMENT.indexOf(r.key) >= 0; }) : rows;
+    var note = $("agreement-note");
+    note.hidden = !binary;
+    text(note, binary ? "The answers take two values, so α at every level equals the nominal α and AC2 under every weighting equals AC1; the report lists them all." : "");
+    shown.forEach(function (r) {
       var tr = el("tr");
-      tr.appendChild(el("td", v.name || k));
-      tr.appendChild(el("td", v.value === null ? "undefined: " + (v.reason || "") : fmt(v.value, 3), "num"));
+      tr.dataset.key = r.key;
+      tr.appendChild(el("td", r.name));
+      tr.appendChild(el("td", r.value === null ? "undefined: " + (r.reason || "") : fmt(r.value, 3), "num"));
+      tr.appendChild(el("td", r.reading || "—", r.reading ? "reading reading-" + r.reading.replace(" ", "-") : "muted"));
+      tr.appendChild(el("td", r.n_units + " prompts, " + r.n_labels + " labels"));
       body.appendChild(tr);
     });
   }
@@ -283,24 +349,62 @@
     var filters = full.report.filters || {};
     drawSweep("min", filters.min);
     drawSweep("max", filters.max);
-    drawAgreement(full.report);
+    drawAgreement(full.agreement);
+  }
+
+  function drawPower(full) {
+    var summary = full && full.accuracy_summary;
+    if (summary && summary.min_scored_for_power !== undefined) text($("min-scored"), String(summary.min_scored_for_power));
   }
 
   function render(d) {
     drawFreshness(d);
     drawNumbers(d.cheap);
-    drawHistory(d.history || []);
-    state.workers = d.workers || [];
+    if (d.cheap) drawHistory(d.history || []); else emptyState("chart-history", EMPTY.noLabels);
+    if (!d.full) {
+      FULL_CHARTS.forEach(function (id) { emptyState(id, d.status.labels ? EMPTY.noFull : EMPTY.noLabels); });
+    }
+    state.workers = (d.workers || []).map(function (w) {
+      w.flagged = (w.straight_lining ? 2 : 0) + (w.outlier ? 1 : 0);
+      return w;
+    });
     drawWorkers();
     drawAmbiguous(d.ambiguous || []);
     drawFull(d.full);
+    drawPower(d.full);
     root.dataset.watermark = d.cheap ? String(d.cheap.watermark) : "0";
   }
 
+  /* The last feed as of now: its clock moved on by the time since it arrived (for the ages shown). */
+  function aged(d) {
+    var copy = {};
+    for (var k in d) copy[k] = d[k];
+    copy.now = new Date(new Date(d.now).getTime() + (Date.now() - state.receivedAt)).toISOString();
+    return copy;
+  }
+
   function poll() {
-    fetch(url + "?have_full=" + state.haveFull, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
-      .then(function (d) { render(d); root.dataset.error = ""; })
+    var headers = { Accept: "application/json" };
+    if (state.etag) headers["If-None-Match"] = state.etag;
+    fetch(url + "?have_full=" + state.haveFull, { credentials: "same-origin", cache: "no-store", headers: headers })
+      .then(function (r) {
+        if (r.status === 304) return null;
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        state.etag = r.headers.get("ETag");
+        return r.json();
+      })
+      .then(function (d) {
+        if (d) {
+          state.last = d;
+          state.receivedAt = Date.now();
+          render(d);
+        } else if (state.last) {
+          state.unchanged += 1;
+          drawFreshness(aged(state.last));
+        }
+        root.dataset.unchanged = String(state.unchanged);
+        root.dataset.error = "";
+      })
       .catch(function (err) {
         root.dataset.error = String(err);
         text($("full-freshness"), "Could not reach Chorus (" + err.message + "); retrying…");

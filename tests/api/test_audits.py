@@ -30,6 +30,25 @@ def test_the_audit_as_the_dashboard_sees_it(audited, researcher, api):
     assert body["full"]["watermark"] == 18
 
 
+def test_the_audit_carries_an_etag_and_answers_304_while_unchanged(audited, researcher, api):
+    campaign, _ = audited
+    client = api(researcher)
+    url = f"/api/v1/campaigns/{campaign.slug}/audit/"
+    first = client.get(url)
+    assert first.status_code == 200 and first["ETag"]
+    unchanged = client.get(url, HTTP_IF_NONE_MATCH=first["ETag"])
+    assert unchanged.status_code == 304 and unchanged.content == b""
+    # the workers' rows name their flags; the full report's agreement rows their coefficients
+    body = first.json()
+    assert all(isinstance(row["flags"], list) and "straight_lining" in row for row in body["workers"])
+    assert {row["key"] for row in body["full"]["agreement"]} >= {"alpha_nominal", "gwet_ac1"}
+    audit_full(campaign_id=campaign.pk)  # the same labels: the same snapshot, nothing new
+    assert client.get(url, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 304
+    campaign.title = "Renamed"
+    campaign.save()
+    assert client.get(url, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 200
+
+
 def test_snapshot_history_and_report(audited, researcher, api):
     campaign, _ = audited
     client = api(researcher)

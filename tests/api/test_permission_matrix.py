@@ -194,6 +194,7 @@ TABLE: dict[str, list[Probe]] = {
     "w/<slug:slug>/task/<int:lease_id>/skip/": [lease_holder("POST", 302)],
     "w/<slug:slug>/task/<int:lease_id>/stop/": [lease_holder("POST", 302)],
     # --- Pages: audits ----------------------------------------------------------------------------
+    "audits/guide/": [everyone("GET", 200)],  # the reading guide shows no campaign's data
     "audits/<slug:slug>/": [managers("GET", 200)],
     "audits/<slug:slug>/data.json": [managers("GET", 200, anonymous=404)],  # polled by the page: no redirect
     "audits/<slug:slug>/report.<str:fmt>": [managers("GET", 200, kwargs={"fmt": "json"}, prepare=full_audit)],

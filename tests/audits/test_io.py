@@ -117,3 +117,22 @@ def test_duplicates_policy_keeps_first_or_last(tmp_path):
     path = write(tmp_path, "l.csv", "worker,prompt,value\na,1,1\nb,1,1\na,1,0\n")
     assert read_labels(path, duplicates="first").value.tolist() == [1.0, 1.0]
     assert sorted(read_labels(path, duplicates="last").value.tolist()) == [0.0, 1.0]
+
+
+def test_json_booleans_answer_binary_scales_only(tmp_path):
+    """true/false are 1/0 for binary labels, but no rating: with a binarization map they count invalid,
+    and a 1 in the same file is still a 1 (a bool and its number are told apart)."""
+    import json
+
+    from audits import read_labels
+
+    def write(values):
+        path = tmp_path / "labels.jsonl"
+        path.write_text("".join(json.dumps({"worker": f"w{w}", "prompt": f"p{p}", "value": v}) + "\n"
+                                for p in range(3) for w, v in enumerate(values)))
+        return path
+
+    rating = read_labels(write([True, 4, 1]), binarize="1:0,2:0,3:1,4:1")
+    assert (rating.n_labels, rating.n_invalid) == (6, 3)
+    binary = read_labels(write([True, False, 1]))
+    assert (binary.n_labels, binary.n_invalid) == (9, 0)

@@ -45,7 +45,9 @@ class Command(BaseCommand):
         parser.add_argument("--duplicates", choices=["error", "first", "last"], default="error",
                             help="a worker labeling a prompt twice: stop (default) or keep one")
         parser.add_argument("--k", type=int, help="labels per prompt for the partitions (default: most common)")
-        parser.add_argument("--min-scored", type=int, default=60, help="underpowered below this N (default 60)")
+        parser.add_argument("--min-scored", type=int, default=None,
+                            help="underpowered below this N (default: min(60, max(10, ⌈prompts / 4⌉)), the study's 60 "
+                                 "from 240 prompts up)")
         parser.add_argument("--predictions", help="a system's predictions (prompt, prediction): scored per partition")
         parser.add_argument("--predictions-b", help="a second system's predictions: per-rater paired t-test")
         parser.add_argument("--second", help="a second labels file over the same prompts: reproducibility")

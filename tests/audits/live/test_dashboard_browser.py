@@ -157,6 +157,9 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     # No full audit yet: only the history chart, no accuracy, no flag, nothing in the agreement table.
     assert sorted(page.evaluate(CHARTS_JS)) == ["chart-history"]
     assert page.locator("#workers-body .flag-outlier").count() == 0
+    for chart_id in ("chart-accuracy", "chart-scatter", "chart-min-noise", "chart-max-prompts"):  # said, not blank
+        expect(page.locator(f'.chart-empty[data-chart="{chart_id}"]')).to_contain_text("Waiting for the full audit")
+    expect(page.locator('.chart-empty[data-chart="chart-history"]')).to_be_hidden()
     expect(page.locator("#agreement-body")).to_have_text("Computed by the full audit.")
     page.evaluate("window.__sameDocument = 42")
 
@@ -173,11 +176,22 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     accuracy = {row["worker"]: row for row in report["accuracy"]}
     assert accuracy["sim:bad"]["ci_wilson"][1] < pooled, (accuracy["sim:bad"], pooled)  # the data make it an outlier
     assert all(row["ci_wilson"][1] >= pooled for name, row in accuracy.items() if name != "sim:bad")
-    flagged = page.locator("#workers-body tr", has=page.locator("td.flag-outlier"))
+    flagged = page.locator("#workers-body tr", has=page.locator(".flag-outlier"))
     expect(flagged).to_have_count(1)
     expect(flagged.locator("td").first).to_have_text("sim:bad")
-    expect(flagged.locator("td").last).to_have_text("outlier")
-    assert accuracy["sim:bad"]["accuracy"] < 0.5 and page.locator("#workers-body td.flag-outlier").count() == 1
+    row = accuracy["sim:bad"]
+    expect(flagged.locator("td.flags")).to_have_text(
+        f"outlier: agrees with the others on {row['accuracy'] * 100:.0f} % of {row['n_scored']} prompts; its 95 % "
+        f"interval ends at {row['ci_wilson'][1]:.2f}, below the crowd's {pooled:.2f}")
+    assert row["accuracy"] < 0.5 and page.locator("#workers-body .flag-outlier").count() == 1
+    assert page.locator("#workers-body .flag-straight-lining").count() == 0  # nobody here answers one thing
+    # gold exists: accuracy against it stands next to the agreement with the others
+    expect(page.locator("th.gold-only")).to_be_visible()
+    gold = {r["worker"]: r for r in report["accuracy_gold"]}
+    shown_gold = dict(zip(_column(page, 0), _column(page, 5)))
+    assert shown_gold == {name: f"{r['accuracy']:.3f} (N = {r['n_scored']})" for name, r in gold.items()}
+    expect(page.locator("#min-scored")).to_have_text(str(report["accuracy_summary"]["min_scored_for_power"]))
+    assert report["accuracy_summary"]["min_scored_for_power"] == 10  # 40 prompts: the floor
 
     # --- sorting by a column header: descending on the first click, ascending on the second
     expect(page.locator("#workers-body tr td:nth-child(4)").first).not_to_have_text("—")
@@ -228,8 +242,15 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
         assert noise["datasets"][0]["values"] > 0  # LN is defined at some threshold
         prompts = charts[f"chart-{kind}-prompts"]
         assert (prompts["type"], prompts["x"], prompts["y"]) == ("bar", "threshold t", "prompts")
-        assert prompts["labels"] == len(sweep["threshold"])
         assert len(prompts["datasets"]) == len(sweep["prompt_distribution"]) >= 2
+        assert all(d["n"] == len(sweep["threshold"]) for d in prompts["datasets"])
+        # the pair shares its threshold axis: same bounds, same ticks, same place on the page
+        axes = page.evaluate(f"""() => ['noise', 'prompts'].map(k => {{
+            const x = {CHART_JS}('chart-{kind}-' + k).scales.x;
+            return [x.min, x.max, x.ticks.map(t => t.value), Math.round(x.left), Math.round(x.right)];
+        }})""")
+        assert axes[0] == axes[1], axes
+        assert axes[0][:2] == [sweep["threshold"][0] - 0.5, sweep["threshold"][-1] + 0.5]
     bars = charts["chart-accuracy"]
     assert (bars["type"], bars["x"], bars["y"]) == ("bar", "worker (most labels first)", "leave-one-out accuracy")
     assert bars["labels"] == len(report["accuracy"]) == len(CROWD)
@@ -263,15 +284,22 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     history = charts["chart-history"]
     assert history["x"] == "labels audited" and len(history["datasets"]) == 6 and history["datasets"][0]["values"] == 1
 
-    # --- the agreement table: alpha, AC1 and AC2 exactly as in the snapshot (3 decimals)
-    expected = [(v.get("name") or k, "undefined: " + (v.get("reason") or "") if v["value"] is None else f"{v['value']:.3f}")
-                for k, v in report["agreement"].items() if isinstance(v, dict) and "value" in v]
-    names = [name for name, _ in expected]
-    assert {"krippendorff_alpha_nominal", "krippendorff_alpha_interval", "gwet_ac1"} <= set(names), names
-    assert any(name.startswith("gwet_ac2_") for name in names), names
-    assert all(value[0].isdigit() or value[0] == "-" for _, value in expected), expected  # all defined here
+    # --- the agreement table: human names, the value (3 decimals), its reading and what it was computed on.
+    # Binary labels: every alpha level equals the nominal one and AC2 equals AC1, so two rows and a note.
+    ag = report["agreement"]
+    for k in ("alpha_ordinal", "alpha_interval"):
+        assert ag[k]["value"] == pytest.approx(ag["alpha_nominal"]["value"], abs=1e-12)
+    for k in (k for k in ag if k.startswith("gwet_ac2")):
+        assert ag[k]["value"] == pytest.approx(ag["gwet_ac1"]["value"], abs=1e-12)
+    from audits.glossary import agreement_reading
+
+    expected = [(name, f"{ag[k]['value']:.3f}", agreement_reading(ag[k]["value"]),
+                 f"{ag[k]['n_units']} prompts, {ag[k]['n_labels']} labels")
+                for k, name in (("alpha_nominal", "Krippendorff's α (nominal)"), ("gwet_ac1", "Gwet's AC1"))]
     rows = page.locator("#agreement-body tr").evaluate_all("rows => rows.map(r => [...r.children].map(td => td.textContent))")
     assert [tuple(r) for r in rows] == expected
+    assert ag["alpha_nominal"]["n_units"] == 40 and ag["alpha_nominal"]["n_labels"] == n_labels
+    expect(page.locator("#agreement-note")).to_contain_text("two values")
 
     assert page.evaluate("window.__sameDocument") == 42, "the page reloaded"
     assert not problems, problems  # no CSP violation, no script error

@@ -1,27 +1,16 @@
 """The dashboard's pages: who may see them, what the JSON feed says, the report downloads."""
-import itertools
 import json
 
 import pytest
 from django.urls import reverse
 
-from annotation import services
-from annotation.models import Lease
 from annotation.selectors import campaign_progress
 from audits import render_markdown
 from audits import services as audit_services
 from audits.models import AuditSnapshot
+from tests.audits.live.labeling import label_one_each as _labels
 
 pytestmark = [pytest.mark.django_db]
-_seq = itertools.count(1)
-
-
-def _labels(campaign, values):
-    for value in values:
-        worker = services.worker_get_or_create(channel="sim", external_id=f"d{next(_seq)}")
-        lease = services.lease_acquire(campaign=campaign, worker=worker)
-        assert isinstance(lease, Lease)
-        services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
 
 
 @pytest.fixture
@@ -103,3 +92,70 @@ def test_the_campaign_page_links_to_its_dashboard(client, audited, researcher):
     client.force_login(researcher)
     html = client.get(reverse("campaign_detail", args=[audited.slug])).content.decode()
     assert f'href="{reverse("audit_dashboard", args=[audited.slug])}"' in html
+
+
+def test_an_unchanged_feed_answers_304_without_a_body_and_a_new_snapshot_200(client, audited, researcher):
+    client.force_login(researcher)
+    url = reverse("audit_dashboard_data", args=[audited.slug])
+    first = client.get(url, {"have_full": 8})
+    assert first.status_code == 200 and first["ETag"].startswith('"')
+    tag = first["ETag"]
+    again = client.get(url, {"have_full": 8}, HTTP_IF_NONE_MATCH=tag)
+    assert again.status_code == 304 and again.content == b"" and again["ETag"] == tag
+    assert "no-store" in again["Cache-Control"]  # never cached by the browser: the page revalidates itself
+    # the tag covers what the client already has: without the full report it is another response
+    assert client.get(url, {"have_full": -1}, HTTP_IF_NONE_MATCH=tag).status_code == 200
+    # a new label: not audited yet (the status says "recomputing"), then a new snapshot
+    _labels(audited, [1])
+    behind = client.get(url, {"have_full": 8}, HTTP_IF_NONE_MATCH=tag)
+    assert behind.status_code == 200 and behind.json()["status"]["behind"] == 1 and behind["ETag"] != tag
+    audit_services.audit_refresh(campaign_id=audited.pk)
+    fresh = client.get(url, {"have_full": 8}, HTTP_IF_NONE_MATCH=behind["ETag"])
+    assert fresh.status_code == 200 and fresh.json()["cheap"]["watermark"] == 9
+    assert client.get(url, {"have_full": 8}, HTTP_IF_NONE_MATCH=fresh["ETag"]).status_code == 304
+
+
+def test_the_feed_turns_stale_by_the_clock_alone(client, audited, researcher, settings):
+    client.force_login(researcher)
+    url = reverse("audit_dashboard_data", args=[audited.slug])
+    _labels(audited, [0])  # a label the audit has not seen (its task is only recorded here)
+    tag = client.get(url)["ETag"]
+    assert client.get(url, HTTP_IF_NONE_MATCH=tag).status_code == 304
+    settings.CHORUS_AUDIT = {"STALE_AFTER": 0}
+    stale = client.get(url, HTTP_IF_NONE_MATCH=tag)
+    assert stale.status_code == 200 and stale.json()["status"]["stale"] is True
+
+
+def test_the_feed_names_the_agreement_coefficients_with_their_reading_and_sample_size(client, audited, researcher):
+    client.force_login(researcher)
+    full = client.get(reverse("audit_dashboard_data", args=[audited.slug])).json()["full"]
+    rows = {row["key"]: row for row in full["agreement"]}
+    alpha = rows["alpha_nominal"]
+    assert alpha["name"] == "Krippendorff's α (nominal)" and rows["gwet_ac1"]["name"] == "Gwet's AC1"
+    stored = AuditSnapshot.objects.get(campaign=audited, kind="full").data["agreement"]["alpha_nominal"]
+    counts = [n for n in (p.labels.count() for p in audited.prompts.all()) if n >= 2]  # alpha pairs labels of a prompt
+    assert alpha["value"] == stored["value"] and alpha["n_units"] == stored["n_units"] == len(counts)
+    assert alpha["n_labels"] == sum(counts) and alpha["n_categories"] == 2
+    assert alpha["reading"] in ("reliable", "tentative", "not reliable")
+
+
+def test_the_guide_explains_every_number_and_the_dashboard_links_to_it(client, audited, researcher):
+    from django.utils.html import escape
+
+    from audits.glossary import AGREEMENT, NUMBERS
+
+    guide = reverse("audit_guide")
+    assert guide == "/audits/guide/"
+    html = client.get(guide).content.decode()  # public: it shows no campaign's data
+    for m in NUMBERS:
+        assert f'id="{m.anchor}"' in html and escape(m.definition) in html
+    for name, _ in AGREEMENT.values():
+        assert escape(name) in html
+    assert "α ≥ 0.8</strong> reliable" in html and "0.667 to 0.8</strong>" in html
+    assert "min( 60, max( 10, ⌈<var>m</var> / 4⌉ ) )" in html
+    assert "<script" not in html and "style=" not in html
+    client.force_login(researcher)
+    page = client.get(reverse("audit_dashboard", args=[audited.slug])).content.decode()
+    for m in NUMBERS:
+        assert f'href="{guide}#{m.anchor}"' in page and escape(m.direction) in page and escape(m.typical) in page
+    assert f'href="{guide}#agreement"' in page and f'href="{guide}#workers"' in page
