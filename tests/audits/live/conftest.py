@@ -58,3 +58,15 @@ def services_redis(django_db_setup):
     url = os.environ.get("CHORUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
     redis.Redis.from_url(url).flushdb()
     return url
+
+
+@pytest.fixture
+def demo(researcher):
+    """The demo campaign labeled by a replay of the demo's crowd (tests/audits/live/labeling.py), with
+    both audits computed: ``(campaign, personalities by worker)``."""
+    from tests.audits.live.labeling import replay_demo_crowd
+
+    campaign, personalities = replay_demo_crowd(researcher)
+    audit_services.audit_refresh(campaign_id=campaign.pk)
+    audit_services.audit_full(campaign_id=campaign.pk)
+    return campaign, personalities

@@ -13,7 +13,7 @@ from django.conf import settings
 
 from audits import services as audit_services
 from audits.glossary import NUMBERS
-from tests.audits.live.labeling import label_one_each, replay_demo_crowd
+from tests.audits.live.labeling import label_one_each
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -68,13 +68,6 @@ def test_empty_chart_areas_say_why(new_page, live_server, client, researcher, ma
     assert page.evaluate("Object.values(Chart.instances).map(c => c.canvas.id)") == ["chart-history"]
     assert not problems, problems
 
-
-@pytest.fixture
-def demo(researcher):
-    campaign, personalities = replay_demo_crowd(researcher)
-    audit_services.audit_refresh(campaign_id=campaign.pk)
-    audit_services.audit_full(campaign_id=campaign.pk)
-    return campaign, personalities
 
 
 def test_the_demo_dashboard_flags_its_spammers_and_fits_a_phone(new_page, live_server, client, researcher, demo, tmp_path):

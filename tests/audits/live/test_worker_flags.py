@@ -8,18 +8,9 @@ flagged at all."""
 import pytest
 
 from audits import selectors
-from audits import services as audit_services
-from tests.audits.live.labeling import replay_demo_crowd
 
 pytestmark = [pytest.mark.django_db]
 
-
-@pytest.fixture
-def demo(researcher):
-    campaign, personalities = replay_demo_crowd(researcher)
-    audit_services.audit_refresh(campaign_id=campaign.pk)
-    audit_services.audit_full(campaign_id=campaign.pk)
-    return campaign, personalities
 
 
 def test_same_answer_workers_are_flagged_and_careful_ones_are_not(demo):
