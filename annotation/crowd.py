@@ -158,13 +158,15 @@ class SimulatedWorker(threading.Thread):
         self._submit(page, form, fields)
 
     def _sign_in(self) -> None:
-        """Sign in; on the first run there is no account yet, so sign up."""
+        """Sign up; on a rerun the account exists already, so sign in. Sign-up comes first because a
+        failed sign-in counts against the sign-in throttle of the crowd's address, which every newcomer
+        would push towards locking out everybody there, the demo's researcher included."""
         username = self.result.username
-        self._account_form("accounts/login/", {"username": username, "password": self.password})
+        self._account_form(
+            "accounts/signup/", {"username": username, "password1": self.password, "password2": self.password}
+        )
         if "sessionid" not in self.session.cookies:
-            self._account_form(
-                "accounts/signup/", {"username": username, "password1": self.password, "password2": self.password}
-            )
+            self._account_form("accounts/login/", {"username": username, "password": self.password})
         if "sessionid" not in self.session.cookies:
             raise RuntimeError(f"could not sign in or sign up as {username}")
 

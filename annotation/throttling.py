@@ -8,8 +8,9 @@ elsewhere; the per-address count stops spraying many usernames from one place.
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils.crypto import salted_hmac
 
 
@@ -20,6 +21,14 @@ def _keys(request, username: str) -> list[tuple[str, int]]:
         (f"login-failures:pair:{pair}", settings.CHORUS_LOGIN_FAILURES_PER_ACCOUNT),
         (f"login-failures:addr:{address}", settings.CHORUS_LOGIN_FAILURES_PER_ADDRESS),
     ]
+
+
+THROTTLED = "Too many failed sign-in attempts from here; try again in a few minutes."
+
+
+def sign_in_throttled(request, username: str) -> bool:
+    """Whether sign-ins as ``username`` from this request's address are refused for now."""
+    return any((cache.get(key) or 0) >= limit for key, limit in _keys(request, str(username)))
 
 
 class ThrottledModelBackend(ModelBackend):
@@ -34,9 +43,9 @@ class ThrottledModelBackend(ModelBackend):
         username = username if username is not None else kwargs.get(get_user_model().USERNAME_FIELD)
         if username is None or password is None:
             return None
+        if sign_in_throttled(request, username):
+            raise PermissionDenied(THROTTLED)
         keys = _keys(request, str(username))
-        if any((cache.get(key) or 0) >= limit for key, limit in keys):
-            raise PermissionDenied("Too many failed sign-in attempts; try again later.")
         user = super().authenticate(request, username=username, password=password, **kwargs)
         if user is None:
             for key, _ in keys:
@@ -47,3 +56,13 @@ class ThrottledModelBackend(ModelBackend):
                     cache.add(key, 1, settings.CHORUS_LOGIN_FAILURE_WINDOW)
             raise PermissionDenied("Wrong username or password.")
         return user
+
+
+class ThrottledAuthenticationForm(AuthenticationForm):
+    """The sign-in form, saying "too many attempts" when that is why it refused (Django's form says
+    "wrong password" for every refusal, so a throttled person would keep retrying a right password)."""
+
+    def get_invalid_login_error(self):
+        if sign_in_throttled(self.request, self.cleaned_data.get("username") or ""):
+            return ValidationError(THROTTLED, code="throttled")
+        return super().get_invalid_login_error()

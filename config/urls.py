@@ -1,11 +1,14 @@
 from django.contrib import admin
+from django.contrib.auth.views import LoginView
 from django.urls import include, path
 
+from annotation.throttling import ThrottledAuthenticationForm
 from annotation.views.worker import signup
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/signup/", signup, name="signup"),
+    path("accounts/login/", LoginView.as_view(authentication_form=ThrottledAuthenticationForm), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("annotation.api.urls")),
     path("channels/", include("annotation.channels.urls")),

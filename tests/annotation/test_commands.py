@@ -5,6 +5,7 @@ import socket
 from unittest import mock
 
 import pytest
+from django.core.cache import cache
 from django.contrib.auth import get_user_model
 from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
@@ -258,3 +259,6 @@ def test_a_replenished_crowd_replaces_the_workers_who_leave(live_server, make_ca
     assert Label.objects.filter(campaign=campaign).values("worker").distinct().count() == 2
     crowd.stop()
     assert crowd.replenish() == []  # a stopped crowd recruits nobody
+    # Newcomers sign up rather than first failing to sign in: the crowd's address, which the demo's
+    # researcher shares, is charged no failed sign-in (enough of them would lock everyone there out).
+    assert not [key for key in ("login-failures:addr:127.0.0.1",) if cache.get(key)]

@@ -491,3 +491,14 @@ def test_per_option_rating_takes_one_value_per_option(worker_client, researcher)
     assert b"The rating of option 3 must be one of 1, 2, 3, 4; got None." in response.content
     worker_client.post(task_url, {"value_0": "1", "value_1": "4", "value_2": "3", "client_token": "y"})
     assert Label.objects.get().value == [1, 4, 3]
+
+
+def test_a_drafts_page_says_its_workers_link_waits_for_launch_and_shows_the_binarization(client, researcher):
+    campaign = services.campaign_create(owner=researcher, title="Rated", k=1, schema="rating", scale_min=1,
+                                        scale_max=4, binarization={"1": 0, "2": 0, "3": 1, "4": 1})
+    client.force_login(researcher)
+    body = client.get(f"/campaigns/{campaign.slug}/").content.decode()
+    assert "Not launched yet" in body and "1 → 0 · 2 → 0 · 3 → 1 · 4 → 1" in body
+    services.prompts_import(campaign=campaign, data=b'{"id": "a", "text": "A?"}\n', filename="a.jsonl")
+    services.campaign_transition(campaign=campaign, action="launch")
+    assert "Not launched yet" not in client.get(f"/campaigns/{campaign.slug}/").content.decode()

@@ -52,6 +52,18 @@ def test_guessing_many_usernames_from_one_address_is_cut_off(make_user):
     assert web_attempt("pw-for-tests-123", address="10.0.0.8") is True
 
 
+@override_settings(CHORUS_LOGIN_FAILURES_PER_ACCOUNT=3, CHORUS_LOGIN_FAILURES_PER_ADDRESS=5)
+def test_the_sign_in_page_says_why_a_throttled_sign_in_is_refused(make_user):
+    make_user("alice")
+    wrong = Client(REMOTE_ADDR="10.0.0.7").post("/accounts/login/", {"username": "alice", "password": "guess"})
+    assert b"Please enter a correct username and password" in wrong.content
+    for _ in range(2):
+        Client(REMOTE_ADDR="10.0.0.7").post("/accounts/login/", {"username": "alice", "password": "guess"})
+    right = Client(REMOTE_ADDR="10.0.0.7").post("/accounts/login/", {"username": "alice", "password": "pw-for-tests-123"})
+    assert right.status_code == 200 and b"Too many failed sign-in attempts from here" in right.content
+    assert b"Please enter a correct username and password" not in right.content
+
+
 @pytest.mark.django_db
 def test_the_token_endpoint_is_rate_limited(api):
     client = api()
