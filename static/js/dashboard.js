@@ -99,7 +99,7 @@
       data: { datasets: lineSets(history, function (r) { return r.watermark; }) },
       options: {
         parsing: false,
-        scales: { x: axis("labels audited", { type: "linear", beginAtZero: true }), y: axis("noise (SD, unit scale)", { beginAtZero: true }) },
+        scales: { x: axis("labels audited", { type: "linear", beginAtZero: true }), y: axis("noise: SD (residual: a variance, may be < 0)", { beginAtZero: true }) },
         plugins: { tooltip: { mode: "nearest", intersect: false } }
       }
     });
