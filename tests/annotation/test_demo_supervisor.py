@@ -30,6 +30,18 @@ def _cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # field 6 of stat, the session id; zombies are gone
+            members.append(int(stat.parent.name))
+    return members
+
+
 def _wait_for_line(proc, lines: list[str], text: str, timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -61,6 +73,8 @@ def test_the_demo_restarts_a_dead_celery_worker_and_keeps_the_web_server(tmp_pat
         assert requests.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=10).status_code == 200
         [again] = [pid for pid in _children(proc.pid) if "celery" in _cmdline(pid)]
         assert again != celery and proc.poll() is None
+        # The dead worker's pool processes and beat (its session) went with it: one beat, not two.
+        assert not _session_members(celery), _session_members(celery)
 
         [web] = [pid for pid in _children(proc.pid) if "gunicorn" in _cmdline(pid)]
         os.killpg(web, signal.SIGKILL)  # the whole web server, master and workers

@@ -92,6 +92,10 @@ class Child:
         if code is None:
             return
         self.exits.append(code)
+        try:  # leftovers of its session (a dead worker's pool processes and beat) must not run on beside the new one
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.quick_exits = self.quick_exits + 1 if now - self.started < QUICK_EXIT else 0
         pause = min(MAX_RESTART_PAUSE, 2.0 ** self.quick_exits) if self.quick_exits else 0.0
         say(f"The {self.name} process exited (code {code}); restarting it"
