@@ -165,7 +165,6 @@ def invitations_of(*, campaign: Campaign) -> QuerySet[Invitation]:
         Invitation.objects.filter(campaign=campaign)
         .select_related("user")
         .annotate(worker_labels=Coalesce(Subquery(labels), 0))
-        .order_by("-created_at", "-id")
     )
 
 
@@ -173,7 +172,7 @@ def lease_for_worker(*, lease_id: int, worker: Worker, campaign: Campaign | None
     """The worker's own lease (in this campaign, if given), with its prompt; 404 for anybody else's,
     as for one that never existed. Only for pages that need the lease itself: the lease services
     check the owner themselves (their ``not_leased`` refusal, which callers answer with a 404 too)."""
-    leases = Lease.objects.select_related("prompt", "campaign").filter(worker=worker)
+    leases = Lease.objects.select_related("prompt", "campaign", "worker").filter(worker=worker)
     if campaign is not None:
         leases = leases.filter(campaign=campaign)
     return get_object_or_404(leases, pk=lease_id)
@@ -212,16 +211,20 @@ class WorkerProgress:
     more: bool  # the count stopped at PROMPTS_LEFT_COUNTED: there may be more
 
 
-def worker_progress(*, campaign: Campaign, worker: Worker, quota_left: int | None = None) -> WorkerProgress:
+def worker_progress(
+    *, campaign: Campaign, worker: Worker, quota_left: int | None = None, labeled: int | None = None
+) -> WorkerProgress:
     """For a worker on a task page: the labels they gave in this campaign, and about how many prompts are
     left for them: the one on their screen, and those with an unfilled slot that they were never leased;
     at most what the campaign's cap per worker and ``quota_left`` (a channel's own quota) still allow.
 
     "About": a prompt counts while other workers hold its open slots, and they take and give back
     slots at any moment. Two queries: the worker's label count, and a count over at most
-    ``PROMPTS_LEFT_COUNTED`` × k unfilled slots (their partial index).
+    ``PROMPTS_LEFT_COUNTED`` × k unfilled slots (their partial index); one, when the caller passes
+    ``labeled`` (lease_acquire's ``worker_labels``, read under its lock).
     """
-    labeled = worker_label_count(campaign=campaign, worker=worker)
+    if labeled is None:
+        labeled = worker_label_count(campaign=campaign, worker=worker)
     limits = [] if quota_left is None else [quota_left]
     if campaign.max_labels_per_worker is not None:
         limits.append(campaign.max_labels_per_worker - labeled)

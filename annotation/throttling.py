@@ -26,9 +26,13 @@ def _keys(request, username: str) -> list[tuple[str, int]]:
 THROTTLED = "Too many failed sign-in attempts from here; try again in a few minutes."
 
 
+def _over(keys) -> bool:
+    return any((cache.get(key) or 0) >= limit for key, limit in keys)
+
+
 def sign_in_throttled(request, username: str) -> bool:
     """Whether sign-ins as ``username`` from this request's address are refused for now."""
-    return any((cache.get(key) or 0) >= limit for key, limit in _keys(request, str(username)))
+    return _over(_keys(request, str(username)))
 
 
 class ThrottledModelBackend(ModelBackend):
@@ -43,9 +47,9 @@ class ThrottledModelBackend(ModelBackend):
         username = username if username is not None else kwargs.get(get_user_model().USERNAME_FIELD)
         if username is None or password is None:
             return None
-        if sign_in_throttled(request, username):
-            raise PermissionDenied(THROTTLED)
         keys = _keys(request, str(username))
+        if _over(keys):
+            raise PermissionDenied(THROTTLED)
         user = super().authenticate(request, username=username, password=password, **kwargs)
         if user is None:
             for key, _ in keys:

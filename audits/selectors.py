@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from annotation.models import Campaign, Label, Prompt, Worker
 from annotation.selectors import Progress
+from audits.accuracy import UNDERPOWERED_N
 from audits.flags import straight_lining_binary
 from audits.glossary import agreement_name, agreement_reading
 from audits.matrix import LabelMatrix
@@ -246,7 +247,8 @@ def worker_table(*, campaign: Campaign, full: dict | None) -> list[dict]:
     gold = {row["worker"]: row for row in full.get("accuracy_gold") or []}
     summary = full.get("accuracy_summary") or {}
     pooled = summary.get("pooled_accuracy")
-    min_scored = summary.get("min_scored_for_power", 60)  # snapshots from before the scaled cut-off: the study's
+    # Snapshots from before the scaled cut-off lack the key: they used the study's fixed one.
+    min_scored = summary.get("min_scored_for_power", UNDERPOWERED_N)
     stats = list(
         WorkerAuditStats.objects.filter(campaign=campaign)
         .values_list("worker__channel", "worker__external_id", "n_labels", "n_units", "n_invalid", "sum")

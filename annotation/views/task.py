@@ -74,7 +74,9 @@ def render_task(
         "lease": lease,
         "prompt": lease.prompt,
         "schema": campaign.label_schema,
-        "progress": selectors.worker_progress(campaign=campaign, worker=lease.worker, quota_left=quota_left),
+        "progress": selectors.worker_progress(
+            campaign=campaign, worker=lease.worker, quota_left=quota_left, labeled=getattr(lease, "worker_labels", None)
+        ),
         "client_token": client_token or new_client_token(),
         "form_action": form_action,
         "heartbeat_url": heartbeat_url,
