@@ -198,8 +198,8 @@ def audit_status(*, campaign: Campaign, now=None) -> dict:
     stats = AuditStats.objects.filter(campaign=campaign).first()
     totals = campaign_totals(campaign_id=campaign.pk)
     if stats is None:
-        return {"labels": 0, "audited_labels": 0, "behind": 0, "rebuilding": False, "stale": False, "stale_since": None,
-                "audited_at": None, "age_seconds": None, "first_unaudited_at": None}
+        return {"labels": 0, "audited_labels": 0, "behind": 0, "rebuilding": False, "rebuilds": 0, "stale": False,
+                "stale_since": None, "audited_at": None, "age_seconds": None, "first_unaudited_at": None}
     behind = max(0, totals.n_labels - stats.audited_labels)
     since = (totals.first_unaudited_at or stats.audited_at) if behind else None
     stale = bool(behind and since is not None and (now - since) > timedelta(seconds=audit_setting("STALE_AFTER")))
@@ -208,6 +208,7 @@ def audit_status(*, campaign: Campaign, now=None) -> dict:
         "audited_labels": stats.audited_labels,
         "behind": behind,
         "rebuilding": stats.needs_rebuild,
+        "rebuilds": stats.rebuilds,
         "first_unaudited_at": since.isoformat() if since else None,
         "stale": stale,
         "stale_since": since.isoformat() if stale else None,
@@ -357,10 +358,10 @@ def dashboard_version(*, campaign: Campaign, have_full: int = -1) -> str:
         for kind in (AuditSnapshot.Kind.CHEAP, AuditSnapshot.Kind.FULL)
     }
     status = audit_status(campaign=campaign)
-    rebuilds = AuditStats.objects.filter(campaign=campaign).values_list("rebuilds", flat=True).first()
     parts = [campaign.title, campaign.k, campaign.schema, campaign.positive_text, campaign.negative_text,
-             campaign.binarization, latest, rebuilds, have_full,
-             [status[k] for k in ("labels", "audited_labels", "behind", "rebuilding", "stale", "first_unaudited_at")]]
+             campaign.binarization, latest, have_full,
+             [status[k] for k in ("labels", "audited_labels", "behind", "rebuilding", "rebuilds", "stale",
+                                  "first_unaudited_at")]]
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
