@@ -4,7 +4,20 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db import models
 
-from annotation.models import Campaign, ImportBatch, Invitation, Label, Lease, Participation, Prompt, Slot, Worker
+from annotation.models import (
+    Campaign,
+    ImportBatch,
+    Invitation,
+    Label,
+    Lease,
+    Participation,
+    Prompt,
+    QualityRule,
+    Slot,
+    StopDecision,
+    Worker,
+    WorkerAction,
+)
 from annotation.schemas import LabelValueError
 
 
@@ -85,7 +98,7 @@ class WorkerAdmin(ReadOnlyAdmin):
 
 @admin.register(Participation)
 class ParticipationAdmin(ReadOnlyAdmin):
-    list_display = ["worker", "campaign", "n_labels", "joined_at"]
+    list_display = ["worker", "campaign", "n_labels", "joined_at", "excluded_at", "blocked_at"]
     list_filter = ["campaign"]
 
 
@@ -106,6 +119,24 @@ class LabelAdmin(ReadOnlyAdmin):
     list_display = ["worker", "prompt", "value", "created_at", "voided_at", "void_reason"]
     list_filter = ["campaign", ("voided_at", admin.EmptyFieldListFilter)]
     search_fields = ["prompt__external_id", "worker__external_id"]
+
+
+@admin.register(QualityRule)
+class QualityRuleAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "metric", "threshold", "min_labels", "action", "active", "created_at"]
+    list_filter = ["campaign", "active"]
+
+
+@admin.register(WorkerAction)
+class WorkerActionAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "worker", "kind", "by", "rule", "reason", "created_at", "undone_at"]
+    list_filter = ["campaign", "kind"]
+
+
+@admin.register(StopDecision)
+class StopDecisionAdmin(ReadOnlyAdmin):
+    list_display = ["prompt", "n_labels", "n_positive", "posterior", "outcome", "created_at"]
+    list_filter = ["campaign", "outcome"]
 
 
 @admin.register(Invitation)

@@ -9,6 +9,7 @@ its volume is reached (then it presses "Stop for now") or the crowd is stopped. 
 Answers follow a personality: careful and noisy workers answer the known truth with some
 probability (else a wrong answer), "same answer" workers always press the first button.
 """
+
 import random
 import threading
 import time
@@ -116,8 +117,17 @@ class _Page(HTMLParser):
 
 class SimulatedWorker(threading.Thread):
     def __init__(
-        self, *, base_url: str, slug: str, username: str, password: str, personality: Personality,
-        truth: dict, stop: threading.Event, pause_scale: float, rng: random.Random,
+        self,
+        *,
+        base_url: str,
+        slug: str,
+        username: str,
+        password: str,
+        personality: Personality,
+        truth: dict,
+        stop: threading.Event,
+        pause_scale: float,
+        rng: random.Random,
     ):
         super().__init__(name=f"crowd-{username}", daemon=True)
         self.base_url = base_url.rstrip("/") + "/"
@@ -248,8 +258,16 @@ class Crowd:
     """
 
     def __init__(
-        self, *, base_url: str, slug: str, size: int, truth: dict | None = None, pause_scale: float = 1.0,
-        seed: int | None = None, prefix: str = "crowd-", personalities=PERSONALITIES,
+        self,
+        *,
+        base_url: str,
+        slug: str,
+        size: int,
+        truth: dict | None = None,
+        pause_scale: float = 1.0,
+        seed: int | None = None,
+        prefix: str = "crowd-",
+        personalities=PERSONALITIES,
     ):
         self.stop_event = threading.Event()
         self.size = size
@@ -266,8 +284,12 @@ class Crowd:
         username = f"{self._prefix}{n + 1:02d}"
         personality = personality or self._personalities[n % len(self._personalities)]
         return SimulatedWorker(
-            username=username, password=f"{username}-labels-things", personality=personality, stop=self.stop_event,
-            rng=random.Random(self._rng.random()), **self._recruit_args,
+            username=username,
+            password=f"{username}-labels-things",
+            personality=personality,
+            stop=self.stop_event,
+            rng=random.Random(self._rng.random()),
+            **self._recruit_args,
         )
 
     def start(self, *, stagger: float = 0.0) -> None:

@@ -6,6 +6,7 @@ the sizes and weights of everyday things, made from a table of typical figures; 
 hours of the simulated crowd's work. Only pairs at least ``CLEAR_RATIO`` apart are compared, so every
 generated statement has a clear true answer.
 """
+
 import json
 import random
 from dataclasses import dataclass
@@ -95,18 +96,49 @@ DEMO_PROMPTS = [
 
 # (name with its article, typical longest side in cm, typical weight in kg): rough, everyday figures.
 THINGS = [
-    ("a grain of rice", 0.6, 0.00003), ("an ant", 0.5, 0.000003), ("a grape", 2, 0.005),
-    ("a coin", 2.5, 0.007), ("a paperclip", 3, 0.001), ("a strawberry", 4, 0.02),
-    ("a golf ball", 4.3, 0.046), ("an egg", 6, 0.06), ("a tennis ball", 6.7, 0.058),
-    ("a mouse", 8, 0.02), ("an apple", 8, 0.2), ("a teacup", 9, 0.25), ("a feather", 10, 0.0001),
-    ("a smartphone", 15, 0.18), ("a pencil", 18, 0.006), ("a paperback book", 18, 0.3),
-    ("a banana", 20, 0.12), ("a brick", 21, 3), ("a football", 22, 0.43), ("a bowling ball", 22, 6.5),
-    ("a kettle", 25, 1.2), ("a shoe", 28, 0.4), ("a party balloon", 28, 0.005), ("a laptop", 35, 1.8),
-    ("a watermelon", 35, 8), ("a cat", 46, 4), ("a microwave oven", 50, 15), ("a pillow", 60, 0.8),
-    ("a packed suitcase", 70, 18), ("a chair", 90, 7), ("a labrador", 90, 30), ("a guitar", 100, 3),
-    ("an upright piano", 150, 250), ("a grown man", 175, 75), ("a bicycle", 175, 14), ("a fridge", 180, 80),
-    ("a sofa", 200, 60), ("a horse", 240, 500), ("a car", 450, 1400), ("an elephant", 600, 5000),
-    ("a bus", 1200, 12000), ("a house", 1500, 150000), ("a blue whale", 2500, 150000),
+    ("a grain of rice", 0.6, 0.00003),
+    ("an ant", 0.5, 0.000003),
+    ("a grape", 2, 0.005),
+    ("a coin", 2.5, 0.007),
+    ("a paperclip", 3, 0.001),
+    ("a strawberry", 4, 0.02),
+    ("a golf ball", 4.3, 0.046),
+    ("an egg", 6, 0.06),
+    ("a tennis ball", 6.7, 0.058),
+    ("a mouse", 8, 0.02),
+    ("an apple", 8, 0.2),
+    ("a teacup", 9, 0.25),
+    ("a feather", 10, 0.0001),
+    ("a smartphone", 15, 0.18),
+    ("a pencil", 18, 0.006),
+    ("a paperback book", 18, 0.3),
+    ("a banana", 20, 0.12),
+    ("a brick", 21, 3),
+    ("a football", 22, 0.43),
+    ("a bowling ball", 22, 6.5),
+    ("a kettle", 25, 1.2),
+    ("a shoe", 28, 0.4),
+    ("a party balloon", 28, 0.005),
+    ("a laptop", 35, 1.8),
+    ("a watermelon", 35, 8),
+    ("a cat", 46, 4),
+    ("a microwave oven", 50, 15),
+    ("a pillow", 60, 0.8),
+    ("a packed suitcase", 70, 18),
+    ("a chair", 90, 7),
+    ("a labrador", 90, 30),
+    ("a guitar", 100, 3),
+    ("an upright piano", 150, 250),
+    ("a grown man", 175, 75),
+    ("a bicycle", 175, 14),
+    ("a fridge", 180, 80),
+    ("a sofa", 200, 60),
+    ("a horse", 240, 500),
+    ("a car", 450, 1400),
+    ("an elephant", 600, 5000),
+    ("a bus", 1200, 12000),
+    ("a house", 1500, 150000),
+    ("a blue whale", 2500, 150000),
     ("a passenger jet", 6000, 80000),
 ]
 CLEAR_RATIO = 3  # two things are compared only when one is at least 3 times the other
@@ -163,8 +195,14 @@ def demo_campaign(owner) -> tuple[Campaign, bool]:
                 campaign = services.campaign_transition(campaign=campaign, action=action)
             return campaign, False
     campaign = services.campaign_create(
-        owner=owner, title=DEMO_TITLE, instructions=DEMO_INSTRUCTIONS, schema=Campaign.Schema.BINARY,
-        positive_text="Plausible", negative_text="Implausible", k=DEMO_K, lease_seconds=120,
+        owner=owner,
+        title=DEMO_TITLE,
+        instructions=DEMO_INSTRUCTIONS,
+        schema=Campaign.Schema.BINARY,
+        positive_text="Plausible",
+        negative_text="Implausible",
+        k=DEMO_K,
+        lease_seconds=120,
     )
     services.prompts_import(campaign=campaign, data=_jsonl(first_prompts()), filename="demo-prompts.jsonl", user=owner)
     return services.campaign_transition(campaign=campaign, action="launch"), True

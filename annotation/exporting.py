@@ -12,6 +12,7 @@ encodes them. Two options change the content:
 The web download and the API share ``parse_pseudonymize`` (the query flag) and ``export_response``
 (the streamed file), so the two cannot disagree on either.
 """
+
 import csv
 import json
 import re
@@ -115,7 +116,9 @@ def export_response(*, campaign: Campaign, fmt: str, pseudonymize: bool = False,
     """The export as a download, streamed chunk by chunk so its size does not matter, with the
     format's content type and ``export_filename`` as the attachment's name; ``labels`` as for
     ``export_rows``."""
-    chunks = export_chunks(campaign=campaign, fmt=fmt, pseudonymize=pseudonymize, labels=labels)  # refuses an unknown fmt
+    chunks = export_chunks(
+        campaign=campaign, fmt=fmt, pseudonymize=pseudonymize, labels=labels
+    )  # refuses an unknown fmt
     response = StreamingHttpResponse(chunks, content_type=FORMATS[fmt])
     response["Content-Disposition"] = f'attachment; filename="{export_filename(campaign, fmt)}"'
     return response

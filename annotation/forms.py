@@ -1,14 +1,17 @@
 """Forms of the browser UI. They parse and validate input only; the views hand the result to a service."""
+
 import re
 import uuid
+from decimal import Decimal
 
 from django import forms
 from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 
 from annotation.importing import upload_too_large_message
-from annotation.models import Campaign, Invitation, Prompt
+from annotation.models import Campaign, Invitation, Prompt, QualityRule, WorkerAction
 from annotation.schemas import LabelValueError, binarization_clean, parse_int
+from annotation.services.controls import MAX_IDS_AT_ONCE, control_settings_check
 from annotation.services.invitations import MAX_INVITATIONS_AT_ONCE
 
 
@@ -66,31 +69,100 @@ class CampaignForm(forms.ModelForm):
     class Meta:
         model = Campaign
         fields = [
-            "title", "instructions", "schema", "positive_text", "negative_text", "scale_min", "scale_max",
-            "scale_anchors", "binarization", "k", "lease_seconds", "max_labels_per_worker", "policy",
+            "title",
+            "instructions",
+            "schema",
+            "positive_text",
+            "negative_text",
+            "scale_min",
+            "scale_max",
+            "scale_anchors",
+            "binarization",
+            "k",
+            "k_max",
+            "stop_confidence",
+            "lease_seconds",
+            "max_labels_per_worker",
+            "policy",
+            "control_rate",
+            "control_first",
         ]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 8})}
         labels = {
             "k": "Labels per prompt (k)",
+            "k_max": "Most labels per prompt (adaptive k)",
+            "stop_confidence": "Stop at confidence (adaptive k)",
             "lease_seconds": "Lease length (seconds)",
             "max_labels_per_worker": "Cap of labels per worker",
             "policy": "Assignment policy",
+            "control_rate": "Control rate",
+            "control_first": "Controls first (qualification)",
             "positive_text": "Answer for 1",
             "negative_text": "Answer for 0",
         }
         help_texts = {
             "instructions": "Markdown, shown to workers before and while they label.",
-            "k": "How many different workers label each prompt.",
+            "k": "How many different workers label each prompt (adaptive k: the least).",
+            "k_max": "Leave empty for k labels on every prompt. Set it (binary answers, or a rating scale whose "
+            "binarization maps every point) for adaptive k: from k labels on, a prompt stops once its majority is "
+            "settled, else it gets one more label, up to this many.",
+            "stop_confidence": "Adaptive k: a prompt stops once the probability that its majority is the crowd's "
+            "majority reaches this (0.5 to 0.999, empty: 0.95; uniform prior). A tie never stops before the most "
+            "labels.",
             "lease_seconds": "How long a worker holds a prompt before it may go to somebody else; an open "
             "labeling page keeps extending it.",
             "max_labels_per_worker": "Leave empty for no cap.",
+            "control_rate": "The share of each worker's prompts that are control prompts (known gold, outside k and "
+            "the audit), between 0 and 1: 0.1 is about one in ten. Leave empty for none.",
+            "control_first": "How many of each worker's first prompts are controls, as a qualification; 0 or empty "
+            "for none.",
         }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["control_first"].required = False
+        self.fields["stop_confidence"].required = False
+
+    def clean_control_first(self) -> int:
+        return self.cleaned_data["control_first"] or 0  # left empty: none
+
+    def clean_stop_confidence(self) -> float:
+        value = self.cleaned_data["stop_confidence"]  # left empty: the model's default
+        return Campaign._meta.get_field("stop_confidence").default if value is None else value
+
+    def clean(self):
+        cleaned = super().clean()
+        try:  # a field that failed its own check (not a number) is absent, and said so already
+            control_settings_check(
+                control_rate=cleaned.get("control_rate"), control_first=cleaned.get("control_first", 0)
+            )
+        except forms.ValidationError as exc:
+            self.add_error(None, exc)
+        return cleaned
+
+
+class StopPlanForm(forms.Form):
+    """The adaptive-k planner's question on the campaign page (a GET): what a label would pay."""
+
+    reward = forms.DecimalField(
+        required=False,
+        min_value=Decimal("0.01"),
+        max_value=Decimal("100"),
+        decimal_places=2,
+        label="Reward per label (US$)",
+        help_text="To price the plan as on MTurk (rewards plus commission).",
+    )
+
+    def reward_or_none(self) -> Decimal | None:
+        """The reward asked about, or None when none was given or it was not an amount."""
+        return self.cleaned_data.get("reward") if self.is_valid() else None
 
 
 class PromptUploadForm(forms.Form):
     file = forms.FileField(
         label="Prompt file (CSV or JSONL)",
-        help_text="Columns id and text; optional gold, group, and options (per-option rating).",
+        help_text="Columns id and text; optional gold, group, options (per-option rating), and control "
+        "(true for a control prompt, which needs a gold).",
     )
 
     def clean_file(self):
@@ -172,6 +244,65 @@ class InvitationCodeForm(forms.Form):
 
     def clean_code(self) -> str:
         return re.sub(r"[^0-9A-Za-z]", "", self.cleaned_data["code"]).upper()
+
+
+class QualityRuleForm(forms.ModelForm):
+    """A quality rule as the campaign page adds it; ``rule_create`` checks the threshold and the count."""
+
+    class Meta:
+        model = QualityRule
+        fields = ["metric", "threshold", "min_labels", "action"]
+        labels = {
+            "metric": "When",
+            "threshold": "Threshold (a share, 0 to 1)",
+            "min_labels": "After at least",
+            "action": "Then",
+        }
+        help_texts = {"min_labels": "Controls answered (control accuracy) or labels given (straight-lining)."}
+        widgets = {
+            "threshold": forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
+            "min_labels": forms.NumberInput(attrs={"min": "1"}),
+        }
+
+
+class ControlMarkForm(forms.Form):
+    """Prompts to make controls, or normal prompts again, by their imported ids (one per line);
+    ``prompts_control_set`` checks them against the campaign."""
+
+    external_ids = forms.CharField(
+        label="Prompt ids",
+        widget=forms.Textarea(attrs={"rows": 4, "autocapitalize": "none", "spellcheck": "false"}),
+        help_text=f"The ids of imported prompts, one per line; at most {MAX_IDS_AT_ONCE} at a time.",
+    )
+    control = forms.TypedChoiceField(
+        label="Make them",
+        choices=[("1", "controls"), ("0", "normal prompts again")],
+        coerce=lambda value: value == "1",
+        initial="1",
+        widget=forms.RadioSelect,
+    )
+
+    def clean_external_ids(self) -> list[str]:
+        return [line.strip() for line in self.cleaned_data["external_ids"].splitlines() if line.strip()]
+
+
+class WorkerActionForm(forms.Form):
+    """An action on one of the campaign's workers, from its workers page (``views.quality``): the worker
+    by public id, the action, and why. ``annotation.services.quality`` checks the worker and the reason."""
+
+    ACTIONS = [
+        ("flag", "Flag"),
+        ("exclude", "Exclude from the audit"),
+        ("include", "Include in the audit again"),
+        ("block", "Block"),
+        ("unblock", "Unblock"),
+        ("recollect", "Exclude, block and re-collect their labels"),
+    ]
+
+    worker = forms.CharField(widget=forms.HiddenInput, max_length=221)
+    action = forms.ChoiceField(label="Action", choices=ACTIONS)
+    reason = forms.CharField(label="Why", max_length=WorkerAction._meta.get_field("reason").max_length)
+    confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)  # re-collecting asks first
 
 
 def new_client_token() -> str:

@@ -1,16 +1,19 @@
 """Parsing prompt files (CSV or JSONL). Pure: bytes in, validated rows or a list of errors out.
 
-Columns: ``id`` and ``text`` are required; ``gold``, ``group`` and (per-option schemas) ``options``
-are optional. In CSV, ``options`` is a JSON list or a ``|``-separated string; gold for a per-option
-schema is a JSON list with one rating per option.
+Columns: ``id`` and ``text`` are required; ``gold``, ``group``, ``control`` and (per-option schemas)
+``options`` are optional. In CSV, ``options`` is a JSON list or a ``|``-separated string; gold for a
+per-option schema is a JSON list with one rating per option. A prompt has at most ``MAX_OPTIONS``
+options. ``control`` (true/false, 1/0, empty for false) makes the prompt a control, which needs a gold.
 """
+
 import csv
 import io
 import json
 import re
 from dataclasses import dataclass
 
-from annotation.schemas import LabelSchema, LabelValueError
+from annotation.models.prompts import MAX_OPTIONS
+from annotation.schemas import LabelSchema, LabelValueError, shown
 
 MAX_ERRORS_SHOWN = 20
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # \u0000 after an even number of backslashes
@@ -24,6 +27,7 @@ class PromptRow:
     options: list
     gold: object
     group: str
+    is_control: bool = False
 
 
 class PromptFileError(ValueError):
@@ -61,7 +65,9 @@ def _decode(data: bytes) -> str:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise PromptFileError([(line, f"the file is not UTF-8 (byte 0x{data[exc.start]:02x}); save it as UTF-8")])
+        raise PromptFileError(
+            [(line, f"the file is not UTF-8 (byte 0x{data[exc.start]:02x}); save it as UTF-8")]
+        ) from exc
     if "\x00" in text:
         raise PromptFileError([(text[: text.index("\x00")].count("\n") + 1, "the file contains NUL bytes")])
     return text
@@ -99,7 +105,7 @@ def _csv_records(text: str):
                 yield start, dict(zip(header, cells)), None
             start = reader.line_num + 1
     except csv.Error as exc:  # named by its record's first line: an unclosed quote is found only at the end
-        raise PromptFileError([(start, f"broken CSV: {exc}")])
+        raise PromptFileError([(start, f"broken CSV: {exc}")]) from exc
 
 
 def _lines(text: str):
@@ -172,6 +178,20 @@ def _gold(value, schema: LabelSchema, n_options: int):
     return schema.clean_gold(value, n_options=n_options)
 
 
+_CONTROL_WORDS = {"true": True, "1": True, "false": False, "0": False, "": False}
+
+
+def _control(value) -> bool:
+    """The ``control`` cell: true/false or 1/0 (any case, as JSON or as text); empty or absent is false."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _CONTROL_WORDS:
+        return _CONTROL_WORDS[value.strip().lower()]
+    raise ValueError(f"{shown(value)}; use true or false (or 1 or 0)")
+
+
 def parse_prompts(data: bytes, *, filename: str, schema: LabelSchema, max_bytes: int) -> list[PromptRow]:
     """Validate a whole prompt file. Raises PromptFileError listing every bad line; returns rows otherwise."""
     if len(data) > max_bytes:
@@ -216,12 +236,25 @@ def parse_prompts(data: bytes, *, filename: str, schema: LabelSchema, max_bytes:
         if any(not o for o in options):
             errors.append((line, "an answer option is empty"))
             continue
+        if len(options) > MAX_OPTIONS:
+            errors.append(
+                (line, f"id {external_id!r} has {len(options):,} answer options; a prompt has at most {MAX_OPTIONS:,}")
+            )
+            continue
         try:
             gold = _gold(record.get("gold"), schema, len(options))
         except (LabelValueError, ValueError) as exc:
             errors.append((line, f"bad gold value: {exc}"))
             continue
-        rows.append(PromptRow(line, external_id, body, options, gold, group[:200]))
+        try:
+            is_control = _control(record.get("control"))
+        except ValueError as exc:
+            errors.append((line, f"bad control value: {exc}"))
+            continue
+        if is_control and gold is None:
+            errors.append((line, f"id {external_id!r} is a control but has no gold: a control needs a gold label"))
+            continue
+        rows.append(PromptRow(line, external_id, body, options, gold, group[:200], is_control=is_control))
     if errors:
         raise PromptFileError(errors)
     if not rows:

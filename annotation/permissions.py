@@ -17,6 +17,7 @@ Roles:
 A campaign or lease somebody may not see answers 404, exactly like one that does not exist, so its
 slug or id leaks nothing. A campaign they see but may not change in this way answers 403.
 """
+
 from django.core.exceptions import PermissionDenied
 
 from annotation.models import Campaign
@@ -35,4 +36,3 @@ def campaign_for_owner(*, user, slug: str) -> Campaign:
     if not is_campaign_owner(user=user, campaign=campaign):
         raise PermissionDenied("Only the campaign's owner can share it.")
     return campaign
-

@@ -1,4 +1,5 @@
 """Label schemas: which values a campaign accepts, how workers enter them, how the audit binarizes them."""
+
 import re
 from dataclasses import dataclass, field
 

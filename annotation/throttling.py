@@ -5,6 +5,7 @@ limit, further attempts are refused, right or wrong, until the window has passed
 stops password guessing against one account without letting a stranger lock its owner out from
 elsewhere; the per-address count stops spraying many usernames from one place.
 """
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend

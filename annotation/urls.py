@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 
 from annotation.services.campaigns import TRANSITIONS
-from annotation.views import invitations, researcher, worker
+from annotation.views import controls, invitations, quality, researcher, rules, worker
 
 urlpatterns = [
     path("", researcher.home, name="home"),
@@ -16,6 +16,18 @@ urlpatterns = [
         "campaigns/<slug:slug>/collaborators/<str:username>/remove/",
         researcher.collaborator_remove,
         name="collaborator_remove",
+    ),
+    path("campaigns/<slug:slug>/controls/", controls.controls_mark, name="controls_mark"),
+    path("campaigns/<slug:slug>/rules/", rules.rule_add, name="quality_rule_add"),
+    path(
+        "campaigns/<slug:slug>/rules/<int:rule_id>/deactivate/", rules.rule_deactivate, name="quality_rule_deactivate"
+    ),
+    path("campaigns/<slug:slug>/workers/", quality.worker_actions, name="worker_actions"),
+    path("campaigns/<slug:slug>/workers/act/", quality.worker_act, name="worker_act"),
+    path(
+        "campaigns/<slug:slug>/workers/actions/<int:action_id>/undo/",
+        quality.worker_action_undo,
+        name="worker_action_undo",
     ),
     # Closing cannot be undone: it has a page of its own, which asks first.
     path("campaigns/<slug:slug>/close/", researcher.campaign_close, name="campaign_close"),

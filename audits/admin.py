@@ -1,4 +1,5 @@
 """Read-only admin views of the live audit (everything here is computed; edits go through services)."""
+
 from django.contrib import admin
 
 from annotation.admin import ReadOnlyAdmin

@@ -2,12 +2,14 @@
 
 Sufficient statistics (``AuditStatsShard``, ``WorkerAuditStats``, ``UnitAuditStats``, ``UnitStateCount``)
 are updated in the same transaction as each label (``audits.services.label_stats_add``), so the
-cheap part of the audit never re-reads the labels. ``AuditSnapshot`` rows are the audits themselves:
-the latest is what the dashboard shows, their history is the time series of noise during collection.
+quick audit never re-reads the labels. ``AuditSnapshot`` rows are the audits themselves: the latest
+is what the dashboard shows, their history is the time series of noise during collection.
 
-An *audit unit* is what the audit sees as one prompt: the prompt itself for binary and rating
+A *unit* (audit unit) is one row of the label matrix: the prompt itself for binary and rating
 schemas, each (prompt, answer option) for per-option schemas (exported as ``<external id>#<n>``).
+A label's *scaled value* is its value on the audit's [0, 1] scale (after the binarization map).
 """
+
 from django.db import models
 from django.db.models import Q
 
@@ -20,14 +22,15 @@ class AuditStats(models.Model):
     """
 
     campaign = models.OneToOneField("annotation.Campaign", on_delete=models.CASCADE, related_name="audit_stats")
-    scale = models.JSONField(default=dict, help_text="The raw → unit map the statistics were built with.")
+    scale = models.JSONField(default=dict, help_text="The raw → scaled value map the statistics were built with.")
     needs_rebuild = models.BooleanField(
-        default=False, help_text="The map changed under existing labels, or a label became void: rebuild from the labels."
+        default=False,
+        help_text="The map changed under existing labels, or a label became void: rebuild from the labels.",
     )
     rebuilds = models.PositiveIntegerField(
         default=0, help_text="Rebuilds so far: a full run that read the labels before the latest one is not saved."
     )
-    audited_labels = models.PositiveBigIntegerField(default=0, help_text="Watermark of the latest cheap snapshot.")
+    audited_labels = models.PositiveBigIntegerField(default=0, help_text="Watermark of the latest quick snapshot.")
     audited_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -48,8 +51,10 @@ class AuditStatsShard(models.Model):
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
     shard = models.PositiveSmallIntegerField()
     n_labels = models.PositiveBigIntegerField(default=0, help_text="Label rows folded in.")
-    n_units = models.PositiveBigIntegerField(default=0, help_text="Valid unit values (audited).")
-    n_invalid = models.PositiveBigIntegerField(default=0, help_text="Unit values the binarization map leaves out.")
+    n_units = models.PositiveBigIntegerField(default=0, help_text="Valid scaled values (audited).")
+    n_invalid = models.PositiveBigIntegerField(
+        default=0, help_text="Raw values the binarization map leaves out (not audited)."
+    )
     sum = models.FloatField(default=0.0)
     sumsq = models.FloatField(default=0.0)
     prompts_complete = models.PositiveIntegerField(default=0, help_text="Prompts whose k-th label fell here.")
@@ -59,9 +64,12 @@ class AuditStatsShard(models.Model):
         verbose_name = "audit statistics shard"
         constraints = [models.UniqueConstraint(fields=["campaign", "shard"], name="auditstatsshard_unique")]
 
+    def __str__(self) -> str:
+        return f"{self.campaign} shard {self.shard}: {self.n_labels} labels"
+
 
 class WorkerAuditStats(models.Model):
-    """One worker's labels in one campaign: count, sum and sum of squares of their unit values."""
+    """One worker's labels in one campaign: count, sum and sum of squares of their scaled values."""
 
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
     worker = models.ForeignKey("annotation.Worker", on_delete=models.CASCADE, related_name="+")
@@ -75,9 +83,12 @@ class WorkerAuditStats(models.Model):
         verbose_name = verbose_name_plural = "worker audit statistics"
         constraints = [models.UniqueConstraint(fields=["campaign", "worker"], name="workerauditstats_unique")]
 
+    def __str__(self) -> str:
+        return f"{self.worker} in {self.campaign}: {self.n_labels} labels"
+
 
 class UnitAuditStats(models.Model):
-    """One audit unit's labels: count, sum and sum of squares of their unit values.
+    """One unit's labels: count, sum and sum of squares of their scaled values.
 
     ``option`` is 0 for a whole prompt, n ≥ 1 for answer option n of a per-option prompt.
     ``disagreement`` is the population variance of the unit's values (null below two labels); an index on it
@@ -103,6 +114,10 @@ class UnitAuditStats(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        unit = f"{self.prompt}#{self.option}" if self.option else str(self.prompt)
+        return f"{unit}: {self.count} labels"
+
 
 class UnitStateCount(models.Model):
     """How many units of a campaign are in each state (count, sum, sum of squares), per shard.
@@ -122,14 +137,23 @@ class UnitStateCount(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["campaign", "shard", "count", "sum", "sumsq"], name="unitstatecount_unique"),
+            models.UniqueConstraint(
+                fields=["campaign", "shard", "count", "sum", "sumsq"], name="unitstatecount_unique"
+            ),
         ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.campaign} shard {self.shard}: {self.n_units} units with "
+            f"{self.count} labels, sum {self.sum:g}, sumsq {self.sumsq:g}"
+        )
 
 
 class AuditSnapshot(models.Model):
     """One audit run's result.
 
-    ``kind`` cheap: the six numbers, progress and agreement from the statistics (every few labels);
+    ``kind`` quick: the six numbers, progress, partitions and straight-lining flags from the running
+    statistics (every few labels);
     full: the engine's whole report on the label matrix (filter sweeps, accuracy, agreement; slower
     cadence). Saved idempotently keyed by (campaign, kind, watermark), so a rerun is harmless. A rebuild
     of the statistics (a new map, void labels) deletes the snapshots at and above the rebuilt label
@@ -137,13 +161,13 @@ class AuditSnapshot(models.Model):
     """
 
     class Kind(models.TextChoices):
-        CHEAP = "cheap", "Cheap (statistics)"
+        QUICK = "quick", "Quick (running statistics)"
         FULL = "full", "Full (label matrix)"
 
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="audit_snapshots")
     kind = models.CharField(max_length=5, choices=Kind.choices)
     watermark = models.PositiveBigIntegerField(help_text="Label rows the audit saw.")
-    data = models.JSONField(help_text="The numbers (cheap) or the engine's report dict (full).")
+    data = models.JSONField(help_text="The numbers (quick) or the engine's report dict (full).")
     computed_at = models.DateTimeField(db_index=True)
     read_at = models.DateTimeField(null=True, blank=True, help_text="When the labels it includes were read.")
     duration_ms = models.FloatField(default=0.0)

@@ -4,6 +4,7 @@ and the "How to read this" guide.
 Researchers see their own and shared campaigns, staff see all (``campaign_for_user``: 404 for
 anyone else). Views parse, call one selector or service, render.
 """
+
 import json
 
 from django.contrib import messages
@@ -16,9 +17,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from annotation.selectors import campaign_for_user
-from audits import accuracy, flags, glossary, selectors, services
+from audits import selectors, services
+from audits.conf import audit_setting
+from audits.engine import accuracy, flags, glossary, workers
+from audits.engine.report import render_markdown
 from audits.models import AuditSnapshot
-from audits.report import render_markdown
 
 POLL_MS = 2000
 
@@ -30,21 +33,26 @@ def dashboard(request, slug):
         "campaign": campaign,
         "data_url": reverse("audit_dashboard_data", args=[campaign.slug]),
         "poll_ms": POLL_MS,
-        "stale_after": services.audit_setting("STALE_AFTER"),
+        "stale_after": audit_setting("STALE_AFTER"),
         "full": AuditSnapshot.objects.filter(campaign=campaign, kind=AuditSnapshot.Kind.FULL).exists(),
         "numbers": glossary.NUMBERS,
         "accuracy_metrics": {m.key: m for m in glossary.ACCURACY},
         "reference": glossary.REFERENCE,
+        "speed": {"min_labels": accuracy.MIN_SCORED_FLOOR, "share": round(workers.SPEED_SHARE * 100)},
     }
     return render(request, "audits/dashboard.html", context)
 
 
-def feed_response(request, *, campaign, have_full: int, build):
+def feed_response(request, *, campaign, have_full: int, respond):
     """The feed with an ETag (``selectors.dashboard_version``): 304 without a body when the client's
     If-None-Match still matches, so a dashboard left open re-sends nothing while nothing changes;
-    else ``build()``'s response, tagged."""
-    etag = quote_etag(selectors.dashboard_version(campaign=campaign, have_full=have_full))
-    response = get_conditional_response(request, etag=etag) or build()
+    else ``respond(selectors.dashboard_data(...))`` (a JsonResponse or a DRF Response), tagged. The
+    audit status is read once, for the tag and the feed."""
+    status = selectors.audit_status(campaign=campaign)
+    etag = quote_etag(selectors.dashboard_version(campaign=campaign, status=status, have_full=have_full))
+    response = get_conditional_response(request, etag=etag) or respond(
+        selectors.dashboard_data(campaign=campaign, have_full=have_full, status=status)
+    )
     response["ETag"] = etag
     return response
 
@@ -58,17 +66,20 @@ def dashboard_data(request, slug):
         have_full = int(request.GET.get("have_full", "-1"))
     except ValueError:
         have_full = -1
-    return feed_response(request, campaign=campaign, have_full=have_full,
-                         build=lambda: JsonResponse(selectors.dashboard_data(campaign=campaign, have_full=have_full)))
+    return feed_response(request, campaign=campaign, have_full=have_full, respond=JsonResponse)
 
 
 def guide(request):
     """How to read the audit: every number's definition, direction and reference values. Public:
     it shows no campaign's data."""
     context = {
-        "numbers": glossary.NUMBERS, "accuracy_metrics": glossary.ACCURACY, "reference": glossary.REFERENCE,
-        "agreement": glossary.AGREEMENT, "power": {"cap": accuracy.UNDERPOWERED_N, "floor": accuracy.MIN_SCORED_FLOOR},
+        "numbers": glossary.NUMBERS,
+        "accuracy_metrics": glossary.ACCURACY,
+        "reference": glossary.REFERENCE,
+        "agreement": glossary.AGREEMENT,
+        "power": {"cap": accuracy.UNDERPOWERED_N, "floor": accuracy.MIN_SCORED_FLOOR},
         "straight": {"min_labels": flags.MIN_LABELS, "min_share": round(flags.MIN_SHARE * 100), "alpha": flags.ALPHA},
+        "speed_share": round(workers.SPEED_SHARE * 100),
     }
     return render(request, "audits/guide.html", context)
 
@@ -99,5 +110,7 @@ def recompute(request, slug):
     if services.audit_request_full(campaign=campaign):
         messages.success(request, "A full recomputation is queued; the dashboard shows it when it is done.")
     else:
-        messages.info(request, "A recomputation is already queued (or the task queue is unreachable; it retries by itself).")
+        messages.info(
+            request, "A recomputation is already queued (or the task queue is unreachable; it retries by itself)."
+        )
     return redirect("audit_dashboard", slug=campaign.slug)

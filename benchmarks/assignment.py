@@ -14,14 +14,16 @@ which stays queued. Then, for each size in --prompts:
 * seeds one campaign (k=--k, --policy) with COPY straight into the prompt and slot tables;
 * runs --clients threads (``requests``, one account each) looping next-task → submit for --seconds
   after a --warmup, and measures cycles/s and the latency of each call as the client sees it;
-* re-checks the guarantees in SQL: no prompt above k labels, no (prompt, worker) twice among labels
-  or leases, every acknowledged label stored with its value, every stored label acknowledged;
+* re-checks the guarantees on the stored rows (``annotation.selectors.invariant_violations``: exactly-k,
+  never-twice, the counters, every acknowledged label stored), every acknowledged label stored with its
+  value, every stored label acknowledged;
 * prints EXPLAIN ANALYZE of the query that picks the slot (captured from a real lease_acquire), to
   show that finding work does not scan or sort the table.
 
 Everything runs on this machine: the clients, gunicorn, PostgreSQL and whatever else is running.
 The table reports the CPU each of them used, and the whole machine's, so a noisy run shows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +46,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import requests
-
 from soak import BIN, REPO, free_port, wait_for_port
 
 if TYPE_CHECKING:  # Django is set up in main(), after the environment names the benchmark database
@@ -153,20 +154,48 @@ class Stack:
 
     def _start(self, name: str, argv: list[str], port: int) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "ab")
-        proc = subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append(proc)
         wait_for_port(port, 30)
         return proc
 
     def start(self) -> None:
-        self._start("redis", [
-            "redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port), "--save", "", "--appendonly", "no",
-            "--dir", str(self.workdir),
-        ], self.redis_port)
-        self.web = self._start("web", [
-            str(BIN / "gunicorn"), "config.wsgi:application", "--bind", f"127.0.0.1:{self.web_port}",
-            "--workers", str(self.web_workers), "--timeout", "60", "--backlog", "2048", "--no-control-socket",
-        ], self.web_port)
+        self._start(
+            "redis",
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.redis_port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            self.redis_port,
+        )
+        self.web = self._start(
+            "web",
+            [
+                str(BIN / "gunicorn"),
+                "config.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.web_port}",
+                "--workers",
+                str(self.web_workers),
+                "--timeout",
+                "60",
+                "--backlog",
+                "2048",
+                "--no-control-socket",
+            ],
+            self.web_port,
+        )
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -197,7 +226,8 @@ def _indexes_rebuilt_after(cursor, table: str):
     from their own definitions: one sorted build beats millions of inserts at random places."""
     cursor.execute(
         "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT IN "
-        "(SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass)", [table, table]
+        "(SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass)",
+        [table, table],
     )
     indexes = cursor.fetchall()
     for name, _ in indexes:
@@ -226,16 +256,26 @@ def seed_campaign(*, n_prompts: int, k: int, policy: str, owner) -> Campaign:
         # The rows are consistent by construction: skip the foreign-key triggers, which would check
         # each of the 6M rows at commit.
         raw.execute("SET LOCAL session_replication_role = replica")
-        copy_rows(raw, Prompt._meta.db_table, 'campaign_id, batch_id, external_id, text, options, gold, "group", n_labels', (
-            f"{c}\t{b}\tp{i}\tStatement number {i} about everyday life.\t[]\t{i % 2}\t\t0\n" for i in range(n_prompts)
-        ))
+        columns = 'campaign_id, batch_id, external_id, text, options, gold, "group", is_control, n_labels'
+        copy_rows(
+            raw,
+            Prompt._meta.db_table,
+            columns,
+            (
+                f"{c}\t{b}\tp{i}\tStatement number {i} about everyday life.\t[]\t{i % 2}\t\tf\t0\n"
+                for i in range(n_prompts)
+            ),
+        )
         raw.execute(f"SELECT id FROM {Prompt._meta.db_table} WHERE campaign_id = %s ORDER BY id", [c])
         prompt_ids = [row[0] for row in raw.fetchall()]
         rand = random.random
         with _indexes_rebuilt_after(raw, Slot._meta.db_table):
-            copy_rows(raw, Slot._meta.db_table, "campaign_id, prompt_id, index, rand, priority, filled", (
-                f"{c}\t{prompt}\t{index}\t{rand()!r}\t0\tf\n" for prompt in prompt_ids for index in range(k)
-            ))
+            copy_rows(
+                raw,
+                Slot._meta.db_table,
+                "campaign_id, prompt_id, index, rand, priority, filled",
+                (f"{c}\t{prompt}\t{index}\t{rand()!r}\t0\tf\n" for prompt in prompt_ids for index in range(k)),
+            )
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Prompt._meta.db_table}, {Slot._meta.db_table}")
     return services.campaign_transition(campaign=campaign, action="launch")
@@ -319,9 +359,13 @@ def _code(response: requests.Response) -> str:
 def warm_up(base: str, key: str, n: int) -> None:
     """Send each gunicorn worker its first requests (Django imports the API lazily on the first one),
     so the first size is not measured against cold workers."""
+
     def ask(_):
-        requests.post(f"{base}/api/v1/campaigns/no-such-campaign/next-task/", headers={"Authorization": f"Token {key}"},
-                      timeout=120)
+        requests.post(
+            f"{base}/api/v1/campaigns/no-such-campaign/next-task/",
+            headers={"Authorization": f"Token {key}"},
+            timeout=120,
+        )
 
     with ThreadPoolExecutor(n) as pool:
         for _ in range(3):
@@ -358,41 +402,29 @@ def percentiles(seconds: list[float]) -> tuple[float, float, float]:
 
 
 def check_guarantees(campaign: Campaign, tally: Tally) -> list[str]:
-    """The guarantees, in SQL on the stored rows; returns the violations found."""
+    """The guarantees on the stored rows (``invariant_violations``: exactly-k, never-twice, the counters,
+    every acknowledged label stored), and the clients' labels stored as sent and acknowledged; returns the
+    violations found."""
     from django.db import connection
-
     from rest_framework.authtoken.models import Token
 
-    from annotation.models import Label, Lease, Prompt, Worker
+    from annotation.models import Label, Worker
+    from annotation.selectors import invariant_violations
 
-    label, lease, prompt = Label._meta.db_table, Lease._meta.db_table, Prompt._meta.db_table
-    worker, token = Worker._meta.db_table, Token._meta.db_table
-    queries = {
-        "prompts above k labels": f"SELECT count(*) FROM (SELECT prompt_id FROM {label} WHERE campaign_id = %(c)s "
-        f"GROUP BY prompt_id HAVING count(*) > %(k)s) AS t",
-        "(prompt, worker) twice among labels": f"SELECT count(*) FROM (SELECT 1 FROM {label} WHERE campaign_id = %(c)s "
-        f"GROUP BY prompt_id, worker_id HAVING count(*) > 1) AS t",
-        "(prompt, worker) twice among leases": f"SELECT count(*) FROM (SELECT 1 FROM {lease} WHERE campaign_id = %(c)s "
-        f"GROUP BY prompt_id, worker_id HAVING count(*) > 1) AS t",
-        "prompts whose label counter is wrong": f"SELECT count(*) FROM {prompt} p WHERE p.campaign_id = %(c)s AND "
-        f"p.n_labels <> (SELECT count(*) FROM {label} l WHERE l.prompt_id = p.id)",
-    }
-    violations = []
+    violations = invariant_violations(campaign=campaign, acknowledged=tally.acks)
+    label, worker, token = Label._meta.db_table, Worker._meta.db_table, Token._meta.db_table
     with connection.cursor() as cursor:
-        for name, sql in queries.items():
-            cursor.execute(sql, {"c": campaign.pk, "k": campaign.k})
-            if (n := cursor.fetchone()[0]) != 0:
-                violations.append(f"{n} {name}")
-        # The clients' labels (the engine probe's workers have no account, so no token).
+        # Every label, with its worker's API token: the clients have one, the engine probe's workers none.
         cursor.execute(
             f"SELECT l.id, t.key, l.client_token, l.value FROM {label} l JOIN {worker} w ON w.id = l.worker_id "
-            f"JOIN {token} t ON t.user_id = w.user_id WHERE l.campaign_id = %s", [campaign.pk]
+            f"LEFT JOIN {token} t ON t.user_id = w.user_id WHERE l.campaign_id = %s",
+            [campaign.pk],
         )
         stored = {pk: (key, client_token, json.loads(value)) for pk, key, client_token, value in cursor.fetchall()}
-    missing = [pk for pk, ack in tally.acks.items() if stored.get(pk) != ack]
-    unacknowledged = set(stored) - set(tally.acks)
-    if missing:
-        violations.append(f"{len(missing)} acknowledged labels not stored as acknowledged")
+    altered = [pk for pk, ack in tally.acks.items() if pk in stored and stored[pk] != ack]
+    unacknowledged = {pk for pk, (key, _, _) in stored.items() if key is not None} - set(tally.acks)
+    if altered:
+        violations.append(f"{len(altered)} acknowledged labels not stored as acknowledged")
     if unacknowledged:
         violations.append(f"{len(unacknowledged)} stored labels nobody was acknowledged for")
     return violations
@@ -445,9 +477,12 @@ def run_size(args, n_prompts: int, owner, keys: list[str], base: str, stack: Sta
     started = time.monotonic()
     campaign = seed_campaign(n_prompts=n_prompts, k=args.k, policy=args.policy, owner=owner)
     seed_seconds = time.monotonic() - started
-    print(f"[{n_prompts:,} prompts] seeded {n_prompts:,} prompts and {n_prompts * args.k:,} slots in {seed_seconds:.1f} s; "
-          f"engine alone for {args.probe} cycles, then {len(keys)} clients for {args.warmup:g} + {args.seconds:g} s",
-          flush=True)
+    print(
+        f"[{n_prompts:,} prompts] seeded {n_prompts:,} prompts and {n_prompts * args.k:,} slots "
+        f"in {seed_seconds:.1f} s; "
+        f"engine alone for {args.probe} cycles, then {len(keys)} clients for {args.warmup:g} + {args.seconds:g} s",
+        flush=True,
+    )
     engine = probe_engine(campaign, args.probe)
 
     tally, stop = Tally(), threading.Event()
@@ -474,10 +509,18 @@ def run_size(args, n_prompts: int, owner, keys: list[str], base: str, stack: Sta
 
     submits = window("submit")
     return Result(
-        prompts=n_prompts, seed_seconds=seed_seconds, window=window_end - window_start, cycles=len(submits),
-        next_task=percentiles(window("next-task")), submit=percentiles(submits), cpu=meter.used,
-        outcomes=dict(sorted(tally.outcomes.items())), violations=check_guarantees(campaign, tally),
-        plan=explain_candidate_query(campaign, keys[0]), engine=engine, load=load,
+        prompts=n_prompts,
+        seed_seconds=seed_seconds,
+        window=window_end - window_start,
+        cycles=len(submits),
+        next_task=percentiles(window("next-task")),
+        submit=percentiles(submits),
+        cpu=meter.used,
+        outcomes=dict(sorted(tally.outcomes.items())),
+        violations=check_guarantees(campaign, tally),
+        plan=explain_candidate_query(campaign, keys[0]),
+        engine=engine,
+        load=load,
     )
 
 
@@ -487,16 +530,23 @@ def _ms(values: tuple) -> str:
 
 def report(args, results: list[Result]) -> None:
     print()
-    print(f"HTTP: k={args.k}, {args.policy} policy, {args.clients} clients (threads, requests), gunicorn {args.web_workers} sync workers, "
-          f"PostgreSQL; {os.cpu_count()} cores shared by all of it and by whatever else runs")
-    header = (f"{'prompts':>9} {'seed s':>6} {'cycles/s':>8} {'next-task ms p50/p95/p99':>24} {'submit ms p50/p95/p99':>21} "
-              f"{'CPU cores clients/web/pg/machine':>32} {'load':>5} {'violations':>10}")
+    print(
+        f"HTTP: k={args.k}, {args.policy} policy, {args.clients} clients (threads, requests), "
+        f"gunicorn {args.web_workers} sync workers, "
+        f"PostgreSQL; {os.cpu_count()} cores shared by all of it and by whatever else runs"
+    )
+    header = (
+        f"{'prompts':>9} {'seed s':>6} {'cycles/s':>8} {'next-task ms p50/p95/p99':>24} {'submit ms p50/p95/p99':>21} "
+        f"{'CPU cores clients/web/pg/machine':>32} {'load':>5} {'violations':>10}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
         cpu = "/".join(f"{r.cpu[name]:.2f}" for name in ("clients", "web", "postgres", "machine"))
-        print(f"{r.prompts:>9,} {r.seed_seconds:>6.0f} {r.cycles / r.window:>8.1f} {_ms(r.next_task):>24} "
-              f"{_ms(r.submit):>21} {cpu:>32} {r.load:>5.1f} {len(r.violations):>10}")
+        print(
+            f"{r.prompts:>9,} {r.seed_seconds:>6.0f} {r.cycles / r.window:>8.1f} {_ms(r.next_task):>24} "
+            f"{_ms(r.submit):>21} {cpu:>32} {r.load:>5.1f} {len(r.violations):>10}"
+        )
     print()
     print(f"Engine alone: one caller in this process, {args.probe} cycles, before the HTTP load")
     header = f"{'prompts':>9} {'lease_acquire ms p50/p95/p99':>28} {'label_submit ms p50/p95/p99':>28}"
@@ -537,7 +587,11 @@ def main(argv=None) -> int:
     redis_port = free_port()
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CHORUS_", "CELERY_", "REDIS_", "DATABASE_"))},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DJANGO_", "CHORUS_", "CELERY_", "REDIS_", "DATABASE_"))
+        },
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_SECRET_KEY": "bench-" + uuid.uuid4().hex * 2,
         "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback

@@ -26,10 +26,11 @@ Time is wall-clock (``time.perf_counter``), best of ``--repeat`` untraced runs (
 full report above 2M labels). Memory: the peak of Python/numpy allocations during one more, traced
 run of the step (``tracemalloc``; numpy reports its buffers to it), and the process peak RSS
 (``ru_maxrss``: the interpreter, the libraries and the generated data included) right after the
-full report, which runs first, and at the end of the size. Start-up: wall time (and user+sys CPU time) of ``python -c "import audits; read a
-10k-label CSV; full_report; to_json"`` in a new process, and of ``manage.py audit`` on the same
-file, median of 5 runs.
+full report, which runs first, and at the end of the size. Start-up: wall time (and user+sys CPU
+time) of ``python -c "import audits; read a 10k-label CSV; full_report; to_json"`` in a new process,
+and of ``manage.py audit`` on the same file, median of 5 runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,8 @@ def synthetic_campaign(n_labels: int, *, k: int = 5, seed: int = 0):
         if dup_rows.size == 0:
             break
         workers[dup_rows] = np.searchsorted(cdf, rng.random((dup_rows.size, k)))
-    prompt_p = rng.beta(0.6, 0.5, size=n_prompts)            # how plausible each prompt is
-    bias = rng.normal(0.0, 0.08, size=n_workers)             # level noise
+    prompt_p = rng.beta(0.6, 0.5, size=n_prompts)  # how plausible each prompt is
+    bias = rng.normal(0.0, 0.08, size=n_workers)  # level noise
     p = np.clip(prompt_p[:, None] + bias[workers], 0, 1)
     values = (rng.random((n_prompts, k)) < p).astype(np.int8)
     prompts = np.repeat(np.arange(n_prompts), k)
@@ -83,19 +84,25 @@ def pandas_six_numbers(df, ddof: int = 1) -> dict:
     pn_orig = g.mean().std(ddof=ddof)
     pn_mod = g.std(ddof=ddof).dropna().std(ddof=ddof)
     sn = v.std(ddof=ddof)
-    residual = sn ** 2 - ln ** 2 - pn_orig ** 2
-    total = ln ** 2 + pn_mod ** 2 + residual
-    return {"level_noise": ln, "pattern_noise_orig": pn_orig, "pattern_noise_mod": pn_mod,
-            "system_noise_orig": sn, "residual": residual,
-            "system_noise_mod": math.sqrt(total) if total >= -1e-12 else None}
+    residual = sn**2 - ln**2 - pn_orig**2
+    total = ln**2 + pn_mod**2 + residual
+    return {
+        "level_noise": ln,
+        "pattern_noise_orig": pn_orig,
+        "pattern_noise_mod": pn_mod,
+        "system_noise_orig": sn,
+        "residual": residual,
+        "system_noise_mod": math.sqrt(total) if total >= -1e-12 else None,
+    }
 
 
 def measure(fn, repeat: int, *, memory: bool = True, setup=None):
     """(best wall seconds, CPU seconds of that run, tracemalloc peak bytes, result).
 
     With ``setup``, each run calls ``fn(setup())`` and only ``fn`` is timed and traced (e.g. a new
-    matrix for each audit, built outside the measurement). Timing runs are untraced (tracemalloc slows Python-level allocation down a lot); the peak comes
-    from one more, traced run (0 when ``memory`` is false). CPU time (``time.process_time``) is
+    matrix for each audit, built outside the measurement). Timing runs are untraced (tracemalloc
+    slows Python-level allocation down a lot); the peak comes from one more, traced run (0 when
+    ``memory`` is false). CPU time (``time.process_time``) is
     shown beside wall time because a shared machine can stretch wall time while the process waits
     for a core; numpy runs these steps on one thread, so on an idle machine the two agree.
     """
@@ -132,7 +139,8 @@ def run_size(n_labels: int, repeat: int) -> dict:
     # (the synthetic arrays included), not a high-water mark left by the steps below.
     (t_rep, c_rep), m_rep, text = measure(
         lambda: full_report(LabelMatrix.from_triples(w, p, v), sweeps=("min",)).to_json(),
-        1 if n_labels > 2_000_000 else repeat)
+        1 if n_labels > 2_000_000 else repeat,
+    )
     report_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     (t_build, c_build), m_build, matrix = measure(lambda: LabelMatrix.from_triples(w, p, v), repeat)
     out.update(workers=matrix.n_workers, prompts=matrix.n_prompts, max_worker_labels=int(matrix.worker_counts.max()))
@@ -140,7 +148,8 @@ def run_size(n_labels: int, repeat: int) -> dict:
     # each timed audit gets a matrix no audit has seen (nothing cached beyond what the build leaves)
     (t_six, c_six), m_six, audit = measure(noise_audit, repeat, setup=lambda: LabelMatrix.from_triples(w, p, v))
     (t_df, c_df), _, df = measure(
-        lambda: pd.DataFrame({"worker": w, "prompt": p, "value": v.astype(np.float64)}), repeat, memory=False)
+        lambda: pd.DataFrame({"worker": w, "prompt": p, "value": v.astype(np.float64)}), repeat, memory=False
+    )
     (t_pd, c_pd), m_pd, ref = measure(lambda: pandas_six_numbers(df), repeat)
     for key, x in ref.items():
         y = getattr(audit, key)
@@ -149,11 +158,24 @@ def run_size(n_labels: int, repeat: int) -> dict:
         else:
             assert abs(x - y) <= 1e-9, (key, x, y)
     out.update(
-        build_s=t_build, build_cpu=c_build, build_peak=m_build, dataframe_s=t_df, dataframe_cpu=c_df,
-        six_s=t_six, six_cpu=c_six, six_peak=m_six,
-        pandas_s=t_pd, pandas_cpu=c_pd, pandas_peak=m_pd,
-        report_s=t_rep, report_cpu=c_rep, report_peak=m_rep, report_json_bytes=len(text), report_maxrss=report_maxrss,
-        speedup=t_pd / t_six, speedup_cpu=c_pd / max(c_six, 1e-9),
+        build_s=t_build,
+        build_cpu=c_build,
+        build_peak=m_build,
+        dataframe_s=t_df,
+        dataframe_cpu=c_df,
+        six_s=t_six,
+        six_cpu=c_six,
+        six_peak=m_six,
+        pandas_s=t_pd,
+        pandas_cpu=c_pd,
+        pandas_peak=m_pd,
+        report_s=t_rep,
+        report_cpu=c_rep,
+        report_peak=m_rep,
+        report_json_bytes=len(text),
+        report_maxrss=report_maxrss,
+        speedup=t_pd / t_six,
+        speedup_cpu=c_pd / max(c_six, 1e-9),
         speedup_end_to_end=(t_df + t_pd) / (t_build + t_six),
         maxrss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         loadavg=os.getloadavg()[0],
@@ -169,8 +191,11 @@ def startup(n_runs: int = 5) -> dict:
         with open(path, "w") as fh:
             fh.write("worker,prompt,value\n")
             fh.writelines(f"w{a},p{b},{c}\n" for a, b, c in zip(w, p, v))
-        code = ("import audits, sys; m = audits.read_labels(sys.argv[1]); "
-                "sys.stdout.write(audits.full_report(m).to_json()[:1])")
+        code = (
+            "import audits, sys; m = audits.read_labels(sys.argv[1]); "
+            "sys.stdout.write(audits.full_report(m).to_json()[:1])"
+        )
+
         def run(cmd, env=None):
             walls, cpus = [], []
             for _ in range(n_runs):
@@ -185,8 +210,15 @@ def startup(n_runs: int = 5) -> dict:
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings")}
         py_med, py_min, py_cpu = run([sys.executable, "-c", code, path])
         cli_med, cli_min, cli_cpu = run([sys.executable, "manage.py", "audit", path, "--output", os.devnull], env)
-    return {"python_c_median_s": py_med, "python_c_min_s": py_min, "python_c_cpu_s": py_cpu,
-            "cli_median_s": cli_med, "cli_min_s": cli_min, "cli_cpu_s": cli_cpu, "loadavg": os.getloadavg()[0]}
+    return {
+        "python_c_median_s": py_med,
+        "python_c_min_s": py_min,
+        "python_c_cpu_s": py_cpu,
+        "cli_median_s": cli_med,
+        "cli_min_s": cli_min,
+        "cli_cpu_s": cli_cpu,
+        "loadavg": os.getloadavg()[0],
+    }
 
 
 def fmt_bytes(b: float) -> str:
@@ -206,18 +238,36 @@ def main(argv=None):
         return
     rows = []
     for n in args.sizes:
-        proc = subprocess.run([sys.executable, __file__, "--_one", str(n), "--repeat", str(args.repeat)],
-                              cwd=REPO, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--_one", str(n), "--repeat", str(args.repeat)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode:
             sys.exit(f"size {n} failed:\n{proc.stderr}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; numpy {np.__version__}; "
-          f"best of {args.repeat} runs; times are wall (CPU); memory = tracemalloc peak of the step, "
-          f"process peak RSS after the report (run first) and at the end in the last column; "
-          f"1-min load average during each size in the first column")
-    head = ["labels (load)", "workers", "prompts", "max/worker", "DataFrame", "build matrix", "pandas groupby",
-            "six numbers", "speed-up (CPU)", "end to end", "full report", "peak: six / pandas / report",
-            "peak RSS: report / process"]
+    print(
+        f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; numpy {np.__version__}; "
+        f"best of {args.repeat} runs; times are wall (CPU); memory = tracemalloc peak of the step, "
+        f"process peak RSS after the report (run first) and at the end in the last column; "
+        f"1-min load average during each size in the first column"
+    )
+    head = [
+        "labels (load)",
+        "workers",
+        "prompts",
+        "max/worker",
+        "DataFrame",
+        "build matrix",
+        "pandas groupby",
+        "six numbers",
+        "speed-up (CPU)",
+        "end to end",
+        "full report",
+        "peak: six / pandas / report",
+        "peak RSS: report / process",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
 
@@ -225,24 +275,38 @@ def main(argv=None):
         return f"{s:.3f} s ({c:.3f})" if s < 10 else f"{s:.1f} s ({c:.1f})"
 
     for r in rows:
-        print("| " + " | ".join([
-            f"{r['labels']:,} ({r['loadavg']:.1f})", f"{r['workers']:,}", f"{r['prompts']:,}",
-            f"{r['max_worker_labels']:,}", t(r["dataframe_s"], r["dataframe_cpu"]), t(r["build_s"], r["build_cpu"]),
-            t(r["pandas_s"], r["pandas_cpu"]), t(r["six_s"], r["six_cpu"]),
-            f"{r['speedup']:.0f}× ({r['speedup_cpu']:.0f}×)", f"{r['speedup_end_to_end']:.1f}×",
-            t(r["report_s"], r["report_cpu"]),
-            f"{fmt_bytes(r['six_peak'])} / {fmt_bytes(r['pandas_peak'])} / {fmt_bytes(r['report_peak'])}",
-            f"{fmt_bytes(r['report_maxrss'])} / {fmt_bytes(r['maxrss'])}",
-        ]) + " |")
+        print(
+            "| "
+            + " | ".join(
+                [
+                    f"{r['labels']:,} ({r['loadavg']:.1f})",
+                    f"{r['workers']:,}",
+                    f"{r['prompts']:,}",
+                    f"{r['max_worker_labels']:,}",
+                    t(r["dataframe_s"], r["dataframe_cpu"]),
+                    t(r["build_s"], r["build_cpu"]),
+                    t(r["pandas_s"], r["pandas_cpu"]),
+                    t(r["six_s"], r["six_cpu"]),
+                    f"{r['speedup']:.0f}× ({r['speedup_cpu']:.0f}×)",
+                    f"{r['speedup_end_to_end']:.1f}×",
+                    t(r["report_s"], r["report_cpu"]),
+                    f"{fmt_bytes(r['six_peak'])} / {fmt_bytes(r['pandas_peak'])} / {fmt_bytes(r['report_peak'])}",
+                    f"{fmt_bytes(r['report_maxrss'])} / {fmt_bytes(r['maxrss'])}",
+                ]
+            )
+            + " |"
+        )
     result = {"sizes": rows}
     if not args.no_startup:
         s = startup()
         result["startup"] = s
-        print(f"\nstart-up, 10k labels end to end (new process: import audits, read CSV, full report, JSON), "
-              f"load {s['loadavg']:.1f}: wall median {s['python_c_median_s']:.2f} s (min {s['python_c_min_s']:.2f} s), "
-              f"CPU (user+sys) median {s['python_c_cpu_s']:.2f} s; via `manage.py audit` (Django start-up "
-              f"included): wall median {s['cli_median_s']:.2f} s (min {s['cli_min_s']:.2f} s), "
-              f"CPU median {s['cli_cpu_s']:.2f} s")
+        print(
+            f"\nstart-up, 10k labels end to end (new process: import audits, read CSV, full report, JSON), "
+            f"load {s['loadavg']:.1f}: wall median {s['python_c_median_s']:.2f} s (min {s['python_c_min_s']:.2f} s), "
+            f"CPU (user+sys) median {s['python_c_cpu_s']:.2f} s; via `manage.py audit` (Django start-up "
+            f"included): wall median {s['cli_median_s']:.2f} s (min {s['cli_min_s']:.2f} s), "
+            f"CPU median {s['cli_cpu_s']:.2f} s"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 

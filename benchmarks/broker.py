@@ -11,6 +11,7 @@ to consume (p50 / p99), messages delivered, and messages the consumer could not 
 file read while it was still being written: the filesystem transport's failure, kombu issue 1551,
 which made the demo's Celery worker exit). Payloads are the size of a Celery task message.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,13 +33,21 @@ def connection(kind: str, folder: Path):
     from config import broker
 
     if kind == "sqlite":
-        return Connection(broker.broker_url(folder / "broker.sqlite3"), transport=broker.TRANSPORT,
-                          transport_options=broker.TRANSPORT_OPTIONS)
+        return Connection(
+            broker.broker_url(folder / "broker.sqlite3"),
+            transport=broker.TRANSPORT,
+            transport_options=broker.TRANSPORT_OPTIONS,
+        )
     (folder / "fs").mkdir(exist_ok=True)
-    return Connection("filesystem://", transport_options={
-        "data_folder_in": str(folder / "fs"), "data_folder_out": str(folder / "fs"), "polling_interval": 0.1,
-        "control_folder": str(folder / "fs"),  # else kombu makes ./control in the working directory
-    })
+    return Connection(
+        "filesystem://",
+        transport_options={
+            "data_folder_in": str(folder / "fs"),
+            "data_folder_out": str(folder / "fs"),
+            "polling_interval": 0.1,
+            "control_folder": str(folder / "fs"),  # else kombu makes ./control in the working directory
+        },
+    )
 
 
 def produce(kind: str, folder: Path, n: int, latencies) -> None:
@@ -81,8 +90,10 @@ def run(kind: str, messages: int, producers: int) -> dict:
             consumer = multiprocessing.Process(target=consume, args=(kind, folder, messages * producers, result))
             consumer.start()
             started = time.perf_counter()
-            workers = [multiprocessing.Process(target=produce, args=(kind, folder, messages, latencies))
-                       for _ in range(producers)]
+            workers = [
+                multiprocessing.Process(target=produce, args=(kind, folder, messages, latencies))
+                for _ in range(producers)
+            ]
             for worker in workers:
                 worker.start()
             for worker in workers:
@@ -103,13 +114,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     total = args.messages * args.producers
     print(f"{args.producers} producers x {args.messages} messages, one consumer; latencies in ms")
-    print(f"{'transport':<12} {'publish p50/p99':>16} {'delivery p50/p99':>17} {'delivered':>10} {'undecodable':>12} {'msg/s':>7}")
+    print(
+        f"{'transport':<12} {'publish p50/p99':>16} {'delivery p50/p99':>17} "
+        f"{'delivered':>10} {'undecodable':>12} {'msg/s':>7}"
+    )
     for kind in ("filesystem", "sqlite"):
         r = run(kind, args.messages, args.producers)
         delays = sorted(r.get("delays", []))
-        print(f"{kind:<12} {pct(r['latencies'], .5):7.2f} / {pct(r['latencies'], .99):6.2f} "
-              f"{pct(delays, .5):8.1f} / {pct(delays, .99):6.1f} {r.get('delivered', 0):>5}/{total:<4} "
-              f"{r.get('undecodable', 0):>12} {r.get('delivered', 0) / r['elapsed']:7.0f}")
+        print(
+            f"{kind:<12} {pct(r['latencies'], 0.5):7.2f} / {pct(r['latencies'], 0.99):6.2f} "
+            f"{pct(delays, 0.5):8.1f} / {pct(delays, 0.99):6.1f} {r.get('delivered', 0):>5}/{total:<4} "
+            f"{r.get('undecodable', 0):>12} {r.get('delivered', 0) / r['elapsed']:7.0f}"
+        )
     return 0
 
 

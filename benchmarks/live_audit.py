@@ -11,13 +11,13 @@ production command ``celery -A config worker -B --concurrency 2 -O fair``. For e
 
 * seeds one campaign (k = --k, binary labels, --workers crowd workers with their own error rates)
   holding that many labels, straight into the tables (COPY / INSERT … SELECT), then builds its audit
-  statistics with ``audits.services.stats_rebuild`` and runs the first cheap and full audits;
+  statistics with ``audits.services.stats_rebuild`` and runs the first quick and full audits;
 * starts the Celery worker and streams --rate labels/s for --seconds from --processes processes
   (one database connection each, like web processes): --batches-per-second transactions a second
   in all, each inserting the next labels on open prompts and folding each into the statistics with
   the real ``label_stats_add`` (whose on-commit hook schedules the real debounced recomputation);
 * measures, for every label, the *freshness*: from its commit to the ``computed_at`` of the first
-  cheap snapshot whose watermark includes it; and the Celery CPU per refresh (the task's own
+  quick snapshot whose watermark includes it; and the Celery CPU per refresh (the task's own
   process CPU, stored on each snapshot, and the worker processes' CPU from /proc over the stream).
 
 The stream skips lease_acquire/label_submit's validation and assignment bookkeeping and commits a
@@ -28,6 +28,7 @@ per commit. ``--submit-path`` instead drives the real lease_acquire + label_subm
 processes as fast as they go (the rate is reported). The machine's busy cores during the stream are
 reported too: a run on a loaded machine shows it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,6 +41,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import UTC
 from pathlib import Path
 
 from assignment import copy_rows
@@ -98,7 +100,9 @@ class Services:
 
     def start(self, name: str, argv: list[str]) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "ab")
-        proc = subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs[name] = proc
         return proc
 
@@ -118,10 +122,26 @@ class Services:
             self.stop(name)
 
     def start_worker(self) -> subprocess.Popen:
-        proc = self.start("celery", [
-            str(BIN / "celery"), "-A", "config", "worker", "-B", "--concurrency", "2", "-O", "fair", "--loglevel", "INFO",
-            "--schedule", str(self.workdir / "celerybeat-schedule"), "-n", f"bench-{uuid.uuid4().hex[:6]}@%h",
-        ])
+        proc = self.start(
+            "celery",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "config",
+                "worker",
+                "-B",
+                "--concurrency",
+                "2",
+                "-O",
+                "fair",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(self.workdir / "celerybeat-schedule"),
+                "-n",
+                f"bench-{uuid.uuid4().hex[:6]}@%h",
+            ],
+        )
         deadline = time.monotonic() + 90
         log = self.workdir / "celery.log"
         while time.monotonic() < deadline:
@@ -157,29 +177,46 @@ def seed(*, n_labels: int, k: int, n_workers: int, stream_labels: int, owner):
     n_full = n_labels // k
     n_open = stream_labels // k + 1
     campaign = services.campaign_create(owner=owner, title=f"Live audit benchmark {n_labels}", k=k)
-    batch = ImportBatch.objects.create(campaign=campaign, filename="bench.jsonl", sha256=uuid.uuid4().hex * 2,
-                                       n_prompts=n_full + n_open)
+    batch = ImportBatch.objects.create(
+        campaign=campaign, filename="bench.jsonl", sha256=uuid.uuid4().hex * 2, n_prompts=n_full + n_open
+    )
     c = campaign.pk
     now = time.strftime("%Y-%m-%d %H:%M:%S+00", time.gmtime())
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         raw = cursor.cursor
         raw.execute("SET LOCAL session_replication_role = replica")  # consistent by construction
-        copy_rows(raw, Prompt._meta.db_table, 'campaign_id, batch_id, external_id, text, options, gold, "group", n_labels', (
-            f"{c}\t{batch.pk}\tb{i}\tStatement {i}.\t[]\t{i % 2}\t\t{k if i < n_full else 0}\n" for i in range(n_full + n_open)
-        ))
-        copy_rows(raw, Worker._meta.db_table, "channel, external_id, created_at", (
-            f"bench\t{c}-{i}\t{now}\n" for i in range(n_workers)
-        ))
-        raw.execute(f"SELECT id FROM {Worker._meta.db_table} WHERE channel = 'bench' AND external_id LIKE %s ORDER BY id", [f"{c}-%"])
+        copy_rows(
+            raw,
+            Prompt._meta.db_table,
+            'campaign_id, batch_id, external_id, text, options, gold, "group", is_control, n_labels',
+            (
+                f"{c}\t{batch.pk}\tb{i}\tStatement {i}.\t[]\t{i % 2}\t\tf\t{k if i < n_full else 0}\n"
+                for i in range(n_full + n_open)
+            ),
+        )
+        copy_rows(
+            raw,
+            Worker._meta.db_table,
+            "channel, external_id, created_at",
+            (f"bench\t{c}-{i}\t{now}\n" for i in range(n_workers)),
+        )
+        raw.execute(
+            f"SELECT id FROM {Worker._meta.db_table} WHERE channel = 'bench' AND external_id LIKE %s ORDER BY id",
+            [f"{c}-%"],
+        )
         worker_ids = [r[0] for r in raw.fetchall()]
         raw.execute(f"SELECT id, n_labels FROM {Prompt._meta.db_table} WHERE campaign_id = %s ORDER BY id", [c])
         prompts = raw.fetchall()
         rand = random.Random(c).random
-        copy_rows(raw, Slot._meta.db_table, "campaign_id, prompt_id, index, rand, priority, filled", (
-            f"{c}\t{p}\t{i}\t{rand()!r}\t{n}\t{'t' if n else 'f'}\n" for p, n in prompts for i in range(k)
-        ))
+        copy_rows(
+            raw,
+            Slot._meta.db_table,
+            "campaign_id, prompt_id, index, rand, priority, filled",
+            (f"{c}\t{p}\t{i}\t{rand()!r}\t{n}\t{'t' if n else 'f'}\n" for p, n in prompts for i in range(k)),
+        )
         raw.execute(
-            f"INSERT INTO {Lease._meta.db_table} (campaign_id, prompt_id, worker_id, slot_id, status, created_at, expires_at) "
+            f"INSERT INTO {Lease._meta.db_table} "
+            "(campaign_id, prompt_id, worker_id, slot_id, status, created_at, expires_at) "
             f"SELECT s.campaign_id, s.prompt_id, (%s::bigint[])[1 + ((s.prompt_id * 7 + s.index) %% %s)], s.id, "
             f"CASE WHEN s.filled THEN 'submitted' ELSE 'active' END, now(), now() + interval '1 day' "
             f"FROM {Slot._meta.db_table} s WHERE s.campaign_id = %s",
@@ -187,18 +224,24 @@ def seed(*, n_labels: int, k: int, n_workers: int, stream_labels: int, owner):
         )
         raw.execute(
             f"UPDATE {Slot._meta.db_table} s SET lease_id = l.id, lease_expires_at = l.expires_at "
-            f"FROM {Lease._meta.db_table} l WHERE l.slot_id = s.id AND s.campaign_id = %s AND NOT s.filled", [c]
+            f"FROM {Lease._meta.db_table} l WHERE l.slot_id = s.id AND s.campaign_id = %s AND NOT s.filled",
+            [c],
         )
         raw.execute(
-            f"INSERT INTO {Label._meta.db_table} (campaign_id, prompt_id, worker_id, lease_id, slot_id, value, client_token, "
-            f"leased_at, created_at, void_reason) SELECT l.campaign_id, l.prompt_id, l.worker_id, l.id, l.slot_id, "
+            f"INSERT INTO {Label._meta.db_table} "
+            "(campaign_id, prompt_id, worker_id, lease_id, slot_id, is_control, value, "
+            "client_token, leased_at, created_at, void_reason) "
+            "SELECT l.campaign_id, l.prompt_id, l.worker_id, l.id, l.slot_id, false, "
             f"to_jsonb({VALUE_SQL.replace('%', '%%')}), 'seed-' || l.id, l.created_at, l.created_at, '' "
-            f"FROM {Lease._meta.db_table} l WHERE l.campaign_id = %s AND l.status = 'submitted'", [c]
+            f"FROM {Lease._meta.db_table} l WHERE l.campaign_id = %s AND l.status = 'submitted'",
+            [c],
         )
         raw.execute(
             f"INSERT INTO {Participation._meta.db_table} (campaign_id, worker_id, n_labels, joined_at) "
-            f"SELECT %s, w, (SELECT count(*) FROM {Label._meta.db_table} WHERE campaign_id = %s AND worker_id = w), now() "
-            f"FROM unnest(%s::bigint[]) AS w", [c, c, worker_ids]
+            f"SELECT %s, w, (SELECT count(*) FROM {Label._meta.db_table} "
+            "WHERE campaign_id = %s AND worker_id = w), now() "
+            f"FROM unnest(%s::bigint[]) AS w",
+            [c, c, worker_ids],
         )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
@@ -216,7 +259,8 @@ def stream(campaign, *, rate: float, seconds: float, batches_per_second: float, 
     from annotation.models import Lease
 
     leases = list(
-        Lease.objects.filter(campaign=campaign, status=Lease.Status.ACTIVE).order_by("prompt_id", "slot__index")
+        Lease.objects.filter(campaign=campaign, status=Lease.Status.ACTIVE)
+        .order_by("prompt_id", "slot__index")
         .values_list("id", "prompt_id", "worker_id", "slot_id", "created_at")
     )
     connection.close()
@@ -232,8 +276,15 @@ def stream(campaign, *, rate: float, seconds: float, batches_per_second: float, 
             # Each process labels its own prompts (as concurrent workers mostly do: the assignment
             # spreads them over the campaign), one prompt's slots after the other.
             mine = [lease for lease in leases if lease[1] % processes == n]
-            _stream_thread(campaign, mine, rate / processes, seconds, batches_per_second / processes, out,
-                           t0 + n / batches_per_second)
+            _stream_thread(
+                campaign,
+                mine,
+                rate / processes,
+                seconds,
+                batches_per_second / processes,
+                out,
+                t0 + n / batches_per_second,
+            )
         except BaseException as exc:  # the parent must hear of it, not wait forever
             queue.put(exc.__class__.__name__ + ": " + str(exc))
             raise
@@ -267,32 +318,43 @@ def _stream_thread(campaign, leases, rate, seconds, batches_per_second, out, sta
     interval = 1.0 / batches_per_second
     per_batch = rate / batches_per_second
     i = b = 0
+    committed = []  # commit times, one per batch (appended by the batch's first on-commit callback)
     while time.monotonic() - start < seconds and i < len(leases):
         due = start + b * interval
         if due > time.monotonic():
             time.sleep(due - time.monotonic())
         n = round((b + 1) * per_batch) - round(b * per_batch)
         b += 1
-        chunk = leases[i:i + n]
+        chunk = leases[i : i + n]
         i += n
         if not chunk:
             continue
-        committed = []
         began = time.perf_counter()
         with transaction.atomic(durable=True):
             transaction.on_commit(lambda: committed.append(time.time()))  # first callback: the commit time
             now = timezone.now()
-            labels = Label.objects.bulk_create([
-                Label(campaign=campaign, prompt_id=p, worker_id=w, lease_id=lid, slot_id=s,
-                      value=label_value(p, w), client_token=f"stream-{lid}", leased_at=at, created_at=now)
-                for lid, p, w, s, at in chunk
-            ])
+            labels = Label.objects.bulk_create(
+                [
+                    Label(
+                        campaign=campaign,
+                        prompt_id=p,
+                        worker_id=w,
+                        lease_id=lid,
+                        slot_id=s,
+                        value=label_value(p, w),
+                        client_token=f"stream-{lid}",
+                        leased_at=at,
+                        created_at=now,
+                    )
+                    for lid, p, w, s, at in chunk
+                ]
+            )
             Lease.objects.filter(pk__in=[x[0] for x in chunk]).update(status=Lease.Status.SUBMITTED)
             Slot.objects.filter(pk__in=[x[3] for x in chunk]).update(filled=True)
             for label in sorted(labels, key=lambda x: x.worker_id):  # row locks in one order (no deadlock)
                 Prompt.objects.filter(pk=label.prompt_id).update(n_labels=F("n_labels") + 1)
-                label_stats_add(label=label, campaign=campaign)
-        out += [committed[0]] * len(labels)
+                label_stats_add(label=label, campaign=campaign, worker_excluded=False)
+        out += [committed[-1]] * len(labels)
         BATCH_SECONDS.append(time.perf_counter() - began)
     connection.close()
 
@@ -324,7 +386,9 @@ def submit_path(campaign, *, processes: int, seconds: float) -> list[float]:
             lease = services.lease_acquire(campaign=campaign, worker=w)
             if not isinstance(lease, Lease):
                 continue
-            services.label_submit(lease_id=lease.pk, worker=w, value=label_value(lease.prompt_id, w.pk), client_token=f"sp{lease.pk}")
+            services.label_submit(
+                lease_id=lease.pk, worker=w, value=label_value(lease.prompt_id, w.pk), client_token=f"sp{lease.pk}"
+            )
             out.append(time.time())
         queue.put(out)
 
@@ -346,18 +410,26 @@ def run_size(args, size: int, services: Services, owner) -> dict:
 
     n_workers = args.workers or max(50, size // 1000)
     t = time.perf_counter()
-    campaign = seed(n_labels=size, k=args.k, n_workers=n_workers, stream_labels=int(args.rate * args.seconds * 1.2) + 100,
-                    owner=owner)
+    campaign = seed(
+        n_labels=size,
+        k=args.k,
+        n_workers=n_workers,
+        stream_labels=int(args.rate * args.seconds * 1.2) + 100,
+        owner=owner,
+    )
     seeded = time.perf_counter() - t
     t = time.perf_counter()
     audit_services.stats_rebuild(campaign_id=campaign.pk)
     rebuilt = time.perf_counter() - t
-    cheap0 = audit_services.audit_refresh(campaign_id=campaign.pk)
+    quick0 = audit_services.audit_refresh(campaign_id=campaign.pk)
     t = time.perf_counter()
     full0 = audit_services.audit_full(campaign_id=campaign.pk)
     full_seconds = time.perf_counter() - t
-    print(f"  size {size}: seeded in {seeded:.0f} s, statistics rebuilt in {rebuilt:.1f} s, first cheap audit "
-          f"{cheap0.duration_ms:.0f} ms, first full audit {full_seconds:.1f} s", flush=True)
+    print(
+        f"  size {size}: seeded in {seeded:.0f} s, statistics rebuilt in {rebuilt:.1f} s, first quick audit "
+        f"{quick0.duration_ms:.0f} ms, first full audit {full_seconds:.1f} s",
+        flush=True,
+    )
     connection.close()
 
     worker = services.start_worker()
@@ -368,22 +440,33 @@ def run_size(args, size: int, services: Services, owner) -> dict:
         labels = submit_path(campaign, processes=args.processes, seconds=args.seconds)
     else:
         BATCH_SECONDS.clear()
-        labels = stream(campaign, rate=args.rate, seconds=args.seconds, batches_per_second=args.batches_per_second,
-                        processes=args.processes)
+        labels = stream(
+            campaign,
+            rate=args.rate,
+            seconds=args.seconds,
+            batches_per_second=args.batches_per_second,
+            processes=args.processes,
+        )
     wall1 = time.time()
-    from audits.services import campaign_totals
+    from audits.selectors import campaign_totals
 
     final = campaign_totals(campaign_id=campaign.pk).n_labels
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not AuditSnapshot.objects.filter(campaign=campaign, kind="cheap", watermark__gte=final).exists():
+    while (
+        time.monotonic() < deadline
+        and not AuditSnapshot.objects.filter(campaign=campaign, kind="quick", watermark__gte=final).exists()
+    ):
         time.sleep(0.05)
     cpu1, busy1, wall2 = process_tree_cpu(worker.pid), machine_busy(), time.time()
     services.stop("celery")
 
     # A snapshot includes every label committed before its read instant (read_at is taken just
     # before it): a label's freshness is the earliest computed_at among snapshots read after it.
-    snaps = list(AuditSnapshot.objects.filter(campaign=campaign, kind="cheap", computed_at__gte=_dt(wall0))
-                 .order_by("read_at").values_list("read_at", "computed_at", "cpu_ms", "duration_ms", "watermark"))
+    snaps = list(
+        AuditSnapshot.objects.filter(campaign=campaign, kind="quick", computed_at__gte=_dt(wall0))
+        .order_by("read_at")
+        .values_list("read_at", "computed_at", "cpu_ms", "duration_ms", "watermark")
+    )
     reads = [s[0].timestamp() for s in snaps]
     earliest = [s[1].timestamp() for s in snaps]
     for j in range(len(earliest) - 2, -1, -1):
@@ -395,53 +478,87 @@ def run_size(args, size: int, services: Services, owner) -> dict:
             missing += 1
             continue
         fresh.append(earliest[j] - committed)
-    fulls = list(AuditSnapshot.objects.filter(campaign=campaign, kind="full", computed_at__gte=_dt(wall0))
-                 .values_list("cpu_ms", "duration_ms"))
+    fulls = list(
+        AuditSnapshot.objects.filter(campaign=campaign, kind="full", computed_at__gte=_dt(wall0)).values_list(
+            "cpu_ms", "duration_ms"
+        )
+    )
     rate = len(labels) / (labels[-1] - labels[0]) if len(labels) > 1 else 0.0
     refresh_cpu = [s[2] for s in snaps]
     result = {
-        "size": size, "labels_after": final, "workers": n_workers,
-        "stream_labels": len(labels), "rate": rate, "seconds": wall1 - wall0,
-        "fresh_p50": percentile(fresh, 0.5), "fresh_p95": percentile(fresh, 0.95), "fresh_max": max(fresh, default=float("nan")),
+        "size": size,
+        "labels_after": final,
+        "workers": n_workers,
+        "stream_labels": len(labels),
+        "rate": rate,
+        "seconds": wall1 - wall0,
+        "fresh_p50": percentile(fresh, 0.5),
+        "fresh_p95": percentile(fresh, 0.95),
+        "fresh_max": max(fresh, default=float("nan")),
         "not_audited": missing,
-        "refreshes": len(snaps), "refresh_cpu_p50_ms": percentile(refresh_cpu, 0.5), "refresh_cpu_p95_ms": percentile(refresh_cpu, 0.95),
+        "refreshes": len(snaps),
+        "refresh_cpu_p50_ms": percentile(refresh_cpu, 0.5),
+        "refresh_cpu_p95_ms": percentile(refresh_cpu, 0.95),
         "refresh_wall_p50_ms": percentile([s[3] for s in snaps], 0.5),
-        "full_runs": len(fulls), "full_cpu_s": sum(f[0] for f in fulls) / 1000,
-        "worker_cpu_s": cpu1 - cpu0, "machine_busy_cores": (busy1 - busy0) / (wall2 - wall0),
-        "load_before": LOAD_BEFORE[-1] if LOAD_BEFORE else None, "worker_cpu_per_refresh_ms": (cpu1 - cpu0) * 1000 / max(1, len(snaps)),
+        "full_runs": len(fulls),
+        "full_cpu_s": sum(f[0] for f in fulls) / 1000,
+        "worker_cpu_s": cpu1 - cpu0,
+        "machine_busy_cores": (busy1 - busy0) / (wall2 - wall0),
+        "load_before": LOAD_BEFORE[-1] if LOAD_BEFORE else None,
+        "worker_cpu_per_refresh_ms": (cpu1 - cpu0) * 1000 / max(1, len(snaps)),
         "stream_cpu_ms_per_label": (STREAM_CPU[-1] * 1000 / max(1, len(labels))) if STREAM_CPU else None,
-        "commit_p50_ms": percentile(BATCH_SECONDS, 0.5) * 1000, "commit_p95_ms": percentile(BATCH_SECONDS, 0.95) * 1000,
-        "first_full_s": full_seconds, "first_cheap_ms": cheap0.duration_ms, "full_report_kb": len(json.dumps(full0.data)) / 1024,
+        "commit_p50_ms": percentile(BATCH_SECONDS, 0.5) * 1000,
+        "commit_p95_ms": percentile(BATCH_SECONDS, 0.95) * 1000,
+        "first_full_s": full_seconds,
+        "first_quick_ms": quick0.duration_ms,
+        "full_report_kb": len(json.dumps(full0.data)) / 1024,
     }
     return result
 
 
 def _dt(ts: float):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(ts, tz=timezone.utc)
+    return datetime.fromtimestamp(ts, tz=UTC)
 
 
 def report(args, results: list[dict]) -> None:
     path = "real lease_acquire + label_submit" if args.submit_path else f"{args.rate:g} labels/s stream"
-    print(f"\nLive audit, {path}, {args.seconds:g} s per size; PostgreSQL + Redis; "
-          f"celery -A config worker -B --concurrency 2 -O fair; {os.cpu_count()} cores\n")
-    head = ["labels in campaign", "workers", "labels/s achieved", "freshness p50", "freshness p95", "max",
-            "refreshes", "CPU per refresh (task) p50 / p95", "worker CPU per refresh", "full runs (CPU)"]
+    print(
+        f"\nLive audit, {path}, {args.seconds:g} s per size; PostgreSQL + Redis; "
+        f"celery -A config worker -B --concurrency 2 -O fair; {os.cpu_count()} cores\n"
+    )
+    head = [
+        "labels in campaign",
+        "workers",
+        "labels/s achieved",
+        "freshness p50",
+        "freshness p95",
+        "max",
+        "refreshes",
+        "CPU per refresh (task) p50 / p95",
+        "worker CPU per refresh",
+        "full runs (CPU)",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in results:
-        print(f"| {r['size']:,} | {r['workers']} | {r['rate']:.0f} | {r['fresh_p50']:.3f} s | {r['fresh_p95']:.3f} s | "
-              f"{r['fresh_max']:.3f} s | {r['refreshes']} | {r['refresh_cpu_p50_ms']:.0f} / {r['refresh_cpu_p95_ms']:.0f} ms | "
-              f"{r['worker_cpu_per_refresh_ms']:.0f} ms | {r['full_runs']} ({r['full_cpu_s']:.1f} s) |")
+        print(
+            f"| {r['size']:,} | {r['workers']} | {r['rate']:.0f} | {r['fresh_p50']:.3f} s | {r['fresh_p95']:.3f} s | "
+            f"{r['fresh_max']:.3f} s | {r['refreshes']} | "
+            f"{r['refresh_cpu_p50_ms']:.0f} / {r['refresh_cpu_p95_ms']:.0f} ms | "
+            f"{r['worker_cpu_per_refresh_ms']:.0f} ms | {r['full_runs']} ({r['full_cpu_s']:.1f} s) |"
+        )
     print()
     for r in results:
-        print(f"size {r['size']:,}: first full audit {r['first_full_s']:.1f} s (report {r['full_report_kb']:.0f} KiB), "
-              f"first cheap audit {r['first_cheap_ms']:.0f} ms; {r['not_audited']} labels never audited; "
-              f"worker CPU {r['worker_cpu_s']:.1f} s over {r['seconds']:.0f} s; label transaction p50 "
-              f"{r['commit_p50_ms']:.1f} ms, p95 {r['commit_p95_ms']:.1f} ms; stream CPU per label "
-              f"{r['stream_cpu_ms_per_label'] or float('nan'):.1f} ms; machine busy {r['machine_busy_cores']:.2f} of "
-              f"{os.cpu_count()} cores during the stream (load average {r['load_before']:.1f} before it)")
+        print(
+            f"size {r['size']:,}: first full audit {r['first_full_s']:.1f} s (report {r['full_report_kb']:.0f} KiB), "
+            f"first quick audit {r['first_quick_ms']:.0f} ms; {r['not_audited']} labels never audited; "
+            f"worker CPU {r['worker_cpu_s']:.1f} s over {r['seconds']:.0f} s; label transaction p50 "
+            f"{r['commit_p50_ms']:.1f} ms, p95 {r['commit_p95_ms']:.1f} ms; stream CPU per label "
+            f"{r['stream_cpu_ms_per_label'] or float('nan'):.1f} ms; machine busy {r['machine_busy_cores']:.2f} of "
+            f"{os.cpu_count()} cores during the stream (load average {r['load_before']:.1f} before it)"
+        )
 
 
 def main(argv=None) -> int:
@@ -467,16 +584,34 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="chorus-live-bench-"))
     redis_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"CELERY_BROKER_URL", "CHORUS_SQLITE_PATH"}}
-    env.update({
-        "DATABASE_URL": f"{args.postgres}/{args.database}", "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "DJANGO_SETTINGS_MODULE": "config.settings", "CHORUS_VAR_DIR": str(workdir),
-        "CHORUS_AUDIT_HISTORY_RESOLUTION": "0",  # keep every snapshot: freshness is measured from them
-    })
+    env.update(
+        {
+            "DATABASE_URL": f"{args.postgres}/{args.database}",
+            "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "CHORUS_VAR_DIR": str(workdir),
+            "CHORUS_AUDIT_HISTORY_RESOLUTION": "0",  # keep every snapshot: freshness is measured from them
+        }
+    )
     os.environ.update(env)
     services = Services(workdir, env)
     try:
-        services.start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port), "--save", "",
-                                 "--appendonly", "no", "--dir", str(workdir)])
+        services.start(
+            "redis",
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(redis_port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+            ],
+        )
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
         import django
 

@@ -15,6 +15,7 @@ kombu's own SQLAlchemy transport does the queueing; this subclass only fits it t
 
 Production uses Redis (``REDIS_URL`` or ``CELERY_BROKER_URL``) and never loads this module.
 """
+
 from json import loads
 from queue import Empty
 

@@ -1,4 +1,5 @@
 """The Celery app. The broker comes from settings (CELERY_BROKER_URL); see README "Configuration"."""
+
 import os
 
 from celery import Celery

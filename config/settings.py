@@ -1,9 +1,11 @@
 """Chorus settings.
 
 The embedded default (no environment variables) runs on SQLite in ./var with a Celery broker that
-needs no server (kombu's SQLAlchemy transport over a SQLite file, config/broker.py), so a newcomer needs neither PostgreSQL nor Redis.
+needs no server (kombu's SQLAlchemy transport over a SQLite file, config/broker.py), so a newcomer
+needs neither PostgreSQL nor Redis.
 Production configuration comes from environment variables; README "Configuration" lists them.
 """
+
 import os
 from pathlib import Path
 
@@ -29,7 +31,7 @@ def env_list(name: str, default: str) -> list[str]:
 
 DEBUG = env_bool("DJANGO_DEBUG", "DJANGO_SECRET_KEY" not in os.environ)
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "chorus-insecure-development-key-do-not-use-in-production")
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -82,12 +84,11 @@ TEMPLATES = [
 # SQLite is tuned for many concurrent web processes: WAL lets readers run beside the writer, and
 # IMMEDIATE transactions take the write lock up front, so two writers never deadlock on a lock
 # upgrade; the timeout makes a writer wait for the lock instead of failing.
-# CHORUS_SQLITE_PATH points other processes (a Celery worker started by the tests) at another file.
+# CHORUS_SQLITE_PATH moves the database file out of CHORUS_VAR_DIR (the tests point the processes
+# they start at the test database with it).
 SQLITE_PATH = Path(os.environ.get("CHORUS_SQLITE_PATH", VAR_DIR / "chorus.sqlite3"))
-_test_suffix = os.environ.get("CHORUS_TEST_DB_SUFFIX", "")
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
-    DATABASES["default"]["TEST"] = {"NAME": f"test_chorus{_test_suffix}"}
 else:
     DATABASES = {
         "default": {
@@ -98,8 +99,6 @@ else:
                 "timeout": 30,
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
-            # A file, not :memory:, so threads and processes in tests share one database.
-            "TEST": {"NAME": str(VAR_DIR / f"test_chorus{_test_suffix}.sqlite3")},
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -137,11 +136,23 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Embedded beat (celery worker -B) and celery beat keep their schedule state here, not in the cwd.
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-# Live audits (audits.services.DEFAULTS lists every key and its meaning).
+# Live audits (audits.conf.DEFAULTS lists every key and its meaning).
 CHORUS_AUDIT = {
     name: float(os.environ[f"CHORUS_AUDIT_{name}"])
-    for name in ("COUNTDOWN", "PENDING_TTL", "FULL_TTL", "RETRY_AFTER", "FULL_EVERY_LABELS", "FULL_GROWTH", "FULL_MAX_AGE",
-                 "FULL_MIN_INTERVAL", "FULL_DUTY", "HISTORY_RESOLUTION", "STALE_AFTER", "SHARDS")
+    for name in (
+        "COUNTDOWN",
+        "PENDING_TTL",
+        "FULL_TTL",
+        "RETRY_AFTER",
+        "FULL_EVERY_LABELS",
+        "FULL_GROWTH",
+        "FULL_MAX_AGE",
+        "FULL_MIN_INTERVAL",
+        "FULL_DUTY",
+        "HISTORY_RESOLUTION",
+        "STALE_AFTER",
+        "SHARDS",
+    )
     if os.environ.get(f"CHORUS_AUDIT_{name}")
 }
 
@@ -192,6 +203,9 @@ CHORUS_MAX_IMPORT_BYTES = int(os.environ.get("CHORUS_MAX_IMPORT_BYTES", 20 * 102
 # for the person it is bound to.
 CHORUS_INVITATION_MAX_AGE = int(os.environ.get("CHORUS_INVITATION_MAX_AGE", 14 * 24 * 3600))
 DATA_UPLOAD_MAX_MEMORY_SIZE = CHORUS_MAX_IMPORT_BYTES + 1024 * 1024
+# The task page posts one field per answer option, and a prompt may have up to 1,023 of them
+# (annotation.models.prompts.MAX_OPTIONS); Django's default of 1,000 fields would refuse the largest.
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1100
 
 # Publishing channels (annotation.channels). MTurk credentials are read from the environment by the
 # backend itself (CHORUS_MTURK_ACCESS_KEY_ID / CHORUS_MTURK_SECRET_ACCESS_KEY, else boto3's default
@@ -234,6 +248,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Three models have a choice field named kind or action: one enum name each in the schema.
+    "ENUM_NAME_OVERRIDES": {
+        "WorkerActionKindEnum": "annotation.models.quality.WorkerAction.Kind",
+        "QualityRuleActionEnum": "annotation.models.quality.QualityRule.Action",
+        "AuditSnapshotKindEnum": "audits.models.AuditSnapshot.Kind",
+    },
 }
 
 # --- Security -------------------------------------------------------------------------------------

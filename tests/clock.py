@@ -1,4 +1,5 @@
 """Moving Django's clock in tests: the services read ``timezone.now()``, and only compare timestamps."""
+
 from datetime import timedelta
 from unittest import mock
 

@@ -1,23 +1,13 @@
 import itertools
 import os
-import json
 
 import pytest
 from django.contrib.auth import get_user_model
 
 from annotation import services
+from tests.helpers import BINARIZATION, jsonl, prompts_jsonl
 
 _seq = itertools.count(1)
-
-
-def prompts_jsonl(n: int, *, prefix: str = "p", gold: bool = True) -> bytes:
-    lines = []
-    for i in range(n):
-        row = {"id": f"{prefix}{i}", "text": f"Statement number {i} about everyday life."}
-        if gold:
-            row["gold"] = i % 2
-        lines.append(json.dumps(row))
-    return ("\n".join(lines) + "\n").encode()
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -75,12 +65,60 @@ def make_worker(make_user):
     return make
 
 
+@pytest.fixture
+def binary_draft(make_campaign):
+    """A draft binary campaign (k = 3) that already holds two prompts (p0, p1), so "unchanged" means something."""
+    return make_campaign(2, k=3, launch=False)
+
+
+@pytest.fixture
+def rating(researcher):
+    """A live 1–4 rating campaign (k = 2, 1 and 2 → 0, 3 and 4 → 1) with two prompts, r0 "one" and r1 "two"."""
+    campaign = services.campaign_create(
+        owner=researcher, title="Rating", schema="rating", scale_min=1, scale_max=4, k=2, binarization=BINARIZATION
+    )
+    services.prompts_import(
+        campaign=campaign, data=jsonl({"id": "r0", "text": "one"}, {"id": "r1", "text": "two"}), filename="seed.jsonl"
+    )
+    return services.campaign_transition(campaign=campaign, action="launch")
+
+
+@pytest.fixture
+def per_option(researcher):
+    """A live campaign rating each answer option 0–10 (k = 2, 0 → 0, 10 → 1) with one prompt, o0, options a and b."""
+    campaign = services.campaign_create(
+        owner=researcher,
+        title="Options",
+        schema="option_rating",
+        scale_min=0,
+        scale_max=10,
+        k=2,
+        binarization={"0": 0, "10": 1},
+    )
+    services.prompts_import(
+        campaign=campaign, data=jsonl({"id": "o0", "text": "seed", "options": ["a", "b"]}), filename="seed.jsonl"
+    )
+    return services.campaign_transition(campaign=campaign, action="launch")
+
+
+@pytest.fixture
+def researcher_client(client, researcher):
+    """Django's test client, signed in as the researcher."""
+    client.force_login(researcher)
+    return client
+
+
 # --- headless Chromium, for tests marked ``browser`` ------------------------------------------------
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 

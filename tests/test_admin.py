@@ -1,5 +1,6 @@
 """The Django admin: every model of Chorus's apps is there, what the engines write is read-only, and
 every page it offers answers (no 500, no dead end) for a superuser."""
+
 import re
 
 import pytest
@@ -15,6 +16,8 @@ from annotation.admin import ReadOnlyAdmin
 from annotation.channels import services as channel_services
 from annotation.models import Label, Prompt
 from annotation.services.invitations import invitation_accept, invitations_create
+from annotation.services.quality import worker_exclude, worker_flag
+from annotation.services.rules import rule_create
 from audits.services import audit_refresh
 from tests.channels.conftest import locmem_channel  # noqa: F401 (a fixture: MTurk publications without a network)
 
@@ -66,7 +69,8 @@ def everything(make_campaign, make_worker, researcher, locmem_channel):  # noqa:
     audit_refresh(campaign_id=campaign.pk)
 
     publication = channel_services.publication_create_mturk(
-        campaign=campaign, user=researcher,
+        campaign=campaign,
+        user=researcher,
         options={"title": "Label statements", "description": "Is it true?", "reward": "0.10", "n_assignments": 2},
     )
     channel_services.publication_publish(publication_id=publication.pk)
@@ -88,6 +92,20 @@ def everything(make_campaign, make_worker, researcher, locmem_channel):  # noqa:
     [invitation] = invitations_create(campaign=campaign, created_by=researcher, notes=["For Ann"])
     invitation_accept(invitation=invitation)
     services.api_token_get_or_create(user=researcher)
+    rule = rule_create(
+        campaign=campaign, by=researcher, metric="straight_lining", threshold=0.9, min_labels=20, action="flag"
+    )
+    worker_flag(
+        campaign=campaign,
+        worker=worker,
+        rule=rule,
+        reason="answers 1 to 100 % of 1 label",
+        numbers={"top_share": 1.0, "rule_count": 1},
+    )
+    worker_exclude(campaign=campaign, worker=mturk_worker, by=researcher, reason="Checking their answers.")
+    adaptive = make_campaign(1, k=1, k_max=2, title="Adaptive")  # its first label is decided: a StopDecision
+    lease = services.lease_acquire(campaign=adaptive, worker=worker)
+    services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="adaptive-walk")
     Group.objects.create(name="Researchers")  # Django's own model: no Chorus service writes groups
     for model in admin.site._registry:
         assert model._default_manager.exists(), f"give the admin walk a {model._meta.label} row"
@@ -126,7 +144,11 @@ def test_every_admin_page_answers_for_a_superuser(client, admin_user, everything
             ("history", _url(model, "history", obj.pk), 200),
         ]
         pages += [
-            (f"delete {row.pk}", _url(model, "delete", row.pk), 200 if model_admin.has_delete_permission(request, row) else 403)
+            (
+                f"delete {row.pk}",
+                _url(model, "delete", row.pk),
+                200 if model_admin.has_delete_permission(request, row) else 403,
+            )
             for row in model._default_manager.all()
         ]
         for page, url, expected in pages:

@@ -1,4 +1,5 @@
 """Signing in from a program: username and password in, an API token out."""
+
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status

@@ -1,8 +1,9 @@
-"""Campaigns for researchers: list, create, read, change, life cycle, progress, prompts, sharing.
+"""Campaigns for researchers: list, create, read, change, life cycle, progress, prompts, controls, sharing.
 
 Every view about one campaign goes through ``campaign_for_user`` (404 unless you own or share it, or
 are staff); sharing goes through ``campaign_for_owner``.
 """
+
 import json
 
 from django.conf import settings
@@ -20,6 +21,7 @@ from annotation.models import Campaign
 from annotation.models.campaigns import MAX_ANCHOR_LENGTH, MAX_SCALE_POINTS
 from annotation.permissions import campaign_for_owner
 from annotation.services.campaigns import EDITABLE_FIELDS
+from annotation.services.controls import MAX_IDS_AT_ONCE, control_settings_check, prompts_control_set
 
 
 class CampaignOutput(serializers.ModelSerializer):
@@ -36,11 +38,14 @@ class CampaignInput(serializers.ModelSerializer):
     """The campaign's editable settings, validated as the model validates them; the service saves."""
 
     binarization = serializers.DictField(
-        child=serializers.ChoiceField(choices=[0, 1]), required=False,
+        child=serializers.ChoiceField(choices=[0, 1]),
+        required=False,
         help_text='Rating schemas: raw value → 0/1 for the audit, e.g. {"1": 0, "2": 0, "3": 1, "4": 1}.',
     )
     scale_anchors = serializers.ListField(
-        child=serializers.CharField(max_length=MAX_ANCHOR_LENGTH), required=False, max_length=MAX_SCALE_POINTS,
+        child=serializers.CharField(max_length=MAX_ANCHOR_LENGTH),
+        required=False,
+        max_length=MAX_SCALE_POINTS,
         help_text="Rating schemas: words for the scale's points, lowest first, shown to workers with the buttons: "
         'one per point (["bad fit", "poor fit", "good fit", "very good fit"]) or two, for the ends; [] for none.',
     )
@@ -49,10 +54,16 @@ class CampaignInput(serializers.ModelSerializer):
         model = Campaign
         fields = sorted(EDITABLE_FIELDS)
 
+    def validate(self, attrs):
+        # The control settings given, as the web form checks them.
+        control_settings_check(control_rate=attrs.get("control_rate"), control_first=attrs.get("control_first", 0))
+        return attrs
+
 
 class ProgressOutput(serializers.Serializer):
     n_prompts = serializers.IntegerField()
     k = serializers.IntegerField()
+    k_max = serializers.IntegerField(allow_null=True, help_text="Adaptive k: the most labels a prompt may get.")
     labels = serializers.IntegerField()
     labels_wanted = serializers.IntegerField()
     prompts_complete = serializers.IntegerField()
@@ -111,7 +122,8 @@ class PromptImportApi(APIView):
     """Import prompts, all or nothing, exactly as the web upload does (``prompts_import``).
 
     Send either a multipart form with a CSV or JSONL ``file``, or a JSON list of rows
-    (``[{"id": ..., "text": ..., "gold": ..., "group": ..., "options": [...]}, ...]``).
+    (``[{"id": ..., "text": ..., "gold": ..., "group": ..., "options": [...], "control": false}, ...]``);
+    a row with ``"control": true`` is a control prompt and needs a gold.
     """
 
     parser_classes = (BoundedJSONParser, BoundedMultiPartParser)
@@ -157,6 +169,42 @@ def _jsonl(rows) -> bytes:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
 
 
+class PromptControlsApi(APIView):
+    """The campaign's control prompts: list their ids, or make prompts controls (``"control": true``)
+    or normal prompts again (``false``), all or none (``prompts_control_set``: a control needs a gold;
+    only a prompt no worker was shown can change)."""
+
+    class InputSerializer(serializers.Serializer):
+        external_ids = serializers.ListField(
+            child=serializers.CharField(max_length=200),
+            min_length=1,
+            max_length=MAX_IDS_AT_ONCE,
+            help_text="The prompts' ids in the imported file.",
+        )
+        control = serializers.BooleanField(default=True)
+
+    class OutputSerializer(serializers.Serializer):
+        changed = serializers.ListField(child=serializers.CharField())
+        unchanged = serializers.ListField(child=serializers.CharField(), help_text="Already as asked.")
+
+    class ListOutputSerializer(serializers.Serializer):
+        controls = serializers.ListField(child=serializers.CharField(), help_text="The control prompts' ids.")
+
+    @extend_schema(responses={200: ListOutputSerializer})
+    def get(self, request, slug: str):
+        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        ids = campaign.prompts.filter(is_control=True).order_by("pk").values_list("external_id", flat=True)
+        return Response(self.ListOutputSerializer({"controls": list(ids)}).data)
+
+    @extend_schema(request=InputSerializer, responses={200: OutputSerializer})
+    def post(self, request, slug: str):
+        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        marking = prompts_control_set(campaign=campaign, **data.validated_data)
+        return Response(self.OutputSerializer(marking).data)
+
+
 class UsernameInput(serializers.Serializer):
     username = serializers.CharField(max_length=150)
 
@@ -191,4 +239,3 @@ class CollaboratorDetailApi(APIView):
         data.is_valid(raise_exception=True)
         services.campaign_unshare(campaign=campaign, **data.validated_data)
         return Response(status=status.HTTP_204_NO_CONTENT)
-

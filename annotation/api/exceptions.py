@@ -4,6 +4,7 @@ Clients switch on ``code``; ``message`` is for people; ``fields`` (validation on
 input field to its messages. Service refusals keep their own code and status, except those meaning
 "not yours" (``NotLeased``): a 404 ``not_found``, like a resource that does not exist.
 """
+
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
@@ -38,8 +39,10 @@ def _first_message(detail) -> str:
 
 def _field_messages(detail) -> dict:
     if isinstance(detail, dict):
-        return {name: _field_messages(value) if isinstance(value, dict) else [str(v) for v in _as_list(value)]
-                for name, value in detail.items()}
+        return {
+            name: _field_messages(value) if isinstance(value, dict) else [str(v) for v in _as_list(value)]
+            for name, value in detail.items()
+        }
     return {"non_field_errors": [str(v) for v in _as_list(detail)]}
 
 
@@ -103,14 +106,21 @@ def _is_api(request) -> bool:
 def not_found(request, exception):
     """``handler404``: a path no route matches keeps the API's error shape under ``/api/``."""
     if _is_api(request):
-        return JsonResponse(error_body("not_found", "No such endpoint. The schema at /api/schema/ lists them all."),
-                            status=404)
+        return JsonResponse(
+            error_body("not_found", "No such endpoint. The schema at /api/schema/ lists them all."), status=404
+        )
     return defaults.page_not_found(request, exception)
 
 
 def server_error(request):
     """``handler500``: a bug answers API clients in the error shape too (the details go to the log)."""
     if _is_api(request):
-        return JsonResponse(error_body("server_error", "Something went wrong on our side; nothing was saved. "
-                                       "Try again, and tell the operators if it persists."), status=500)
+        return JsonResponse(
+            error_body(
+                "server_error",
+                "Something went wrong on our side; nothing was saved. "
+                "Try again, and tell the operators if it persists.",
+            ),
+            status=500,
+        )
     return defaults.server_error(request)

@@ -3,6 +3,7 @@
 All of it goes through ``annotation.exporting`` (the same rows, pseudonyms and formula defusing as
 the web download).
 """
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -11,7 +12,12 @@ from rest_framework.views import APIView
 
 from annotation import selectors, services
 from annotation.exporting import (
-    FORMATS, PSEUDONYMIZE_HELP, ExportOptionError, export_response, export_rows, parse_pseudonymize,
+    FORMATS,
+    PSEUDONYMIZE_HELP,
+    ExportOptionError,
+    export_response,
+    export_rows,
+    parse_pseudonymize,
 )
 from annotation.models import Label
 
@@ -37,6 +43,18 @@ class LabelRowOutput(serializers.Serializer):
     campaign = serializers.CharField()
     label_id = serializers.IntegerField()
     prompt_text = serializers.CharField()
+    control = serializers.BooleanField(
+        help_text="A control prompt's label: it measures the worker, never enters the audit."
+    )
+    excluded = serializers.BooleanField(
+        help_text=(
+            "The worker is excluded from the campaign's audit: the row is kept, and left out of every audit number."
+        )
+    )
+    final_k = serializers.IntegerField(
+        allow_null=True, help_text="The prompt's own number of labels (adaptive k: so far, while it is open)."
+    )
+    k_rule = serializers.CharField(help_text="The campaign's rule for the number of labels per prompt, in words.")
 
 
 class PseudonymizeField(serializers.BooleanField):
@@ -47,7 +65,7 @@ class PseudonymizeField(serializers.BooleanField):
         try:
             return parse_pseudonymize(str(data))
         except ExportOptionError as exc:
-            raise serializers.ValidationError(str(exc), code="invalid")
+            raise serializers.ValidationError(str(exc), code="invalid") from exc
 
 
 class ExportOptions(serializers.Serializer):
@@ -98,7 +116,9 @@ class LabelExportApi(APIView):
         options = LabelFilters(data=request.query_params)
         options.is_valid(raise_exception=True)
         pseudonymize = options.validated_data.pop("pseudonymize")
-        labels = selectors.campaign_labels(campaign=campaign, **options.validated_data) if options.validated_data else None
+        labels = (
+            selectors.campaign_labels(campaign=campaign, **options.validated_data) if options.validated_data else None
+        )
         return export_response(campaign=campaign, fmt=self.fmt, pseudonymize=pseudonymize, labels=labels)
 
 

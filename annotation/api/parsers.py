@@ -3,6 +3,7 @@
 The limit is DATA_UPLOAD_MAX_MEMORY_SIZE (the import limit plus room for the envelope): Django
 enforces it on ``request.body``, but DRF reads the stream itself, so it is checked here.
 """
+
 import json
 
 from django.conf import settings
@@ -20,8 +21,8 @@ def _check_declared_length(parser_context) -> None:
     request = (parser_context or {}).get("request")
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0) if request is not None else 0
-    except ValueError:
-        raise ParseError("Bad Content-Length header.")
+    except ValueError as exc:
+        raise ParseError("Bad Content-Length header.") from exc
     if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         raise _too_large()
 
@@ -39,12 +40,12 @@ class BoundedJSONParser(JSONParser):
             raise _too_large()
         try:
             return json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-        except UnicodeDecodeError:
-            raise ParseError("JSON parse error - the body is not UTF-8.")
+        except UnicodeDecodeError as exc:
+            raise ParseError("JSON parse error - the body is not UTF-8.") from exc
         except ValueError as exc:
-            raise ParseError(f"JSON parse error - {exc}")
-        except RecursionError:
-            raise ParseError("JSON parse error - nested too deeply.")
+            raise ParseError(f"JSON parse error - {exc}") from exc
+        except RecursionError as exc:
+            raise ParseError("JSON parse error - nested too deeply.") from exc
 
 
 class BoundedMultiPartParser(MultiPartParser):

@@ -1,11 +1,13 @@
 """The REST API, version 1. Every view answers errors as ``{"error": {...}}`` (see exceptions.py)."""
+
 from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation.api import audits, auth, campaigns, labels, worker_loop
+from annotation.api import auth, campaigns, labels, quality, rules, worker_loop
 from annotation.exporting import FORMATS
 from annotation.services.campaigns import TRANSITIONS
+from audits import api as audit_api
 
 app_name = "api"
 campaign = "v1/campaigns/<slug:slug>"
@@ -32,20 +34,33 @@ urlpatterns = [
     ),
     path(f"{campaign}/progress/", campaigns.CampaignProgressApi.as_view(), name="campaign-progress"),
     path(f"{campaign}/prompts/", campaigns.PromptImportApi.as_view(), name="prompt-import"),
+    path(f"{campaign}/controls/", campaigns.PromptControlsApi.as_view(), name="prompt-controls"),
     path(f"{campaign}/collaborators/", campaigns.CollaboratorListApi.as_view(), name="collaborators"),
+    path(f"{campaign}/collaborators/<str:username>/", campaigns.CollaboratorDetailApi.as_view(), name="collaborator"),
+    path(f"{campaign}/quality-rules/", rules.QualityRuleListApi.as_view(), name="quality-rules"),
     path(
-        f"{campaign}/collaborators/<str:username>/", campaigns.CollaboratorDetailApi.as_view(), name="collaborator"
+        f"{campaign}/quality-rules/<int:rule_id>/deactivate/",
+        rules.QualityRuleDeactivateApi.as_view(),
+        name="quality-rule-deactivate",
+    ),
+    path(f"{campaign}/workers/", quality.WorkerListApi.as_view(), name="workers"),
+    path(f"{campaign}/worker-actions/", quality.WorkerActionListApi.as_view(), name="worker-actions"),
+    path(
+        f"{campaign}/worker-actions/<int:action_id>/undo/",
+        quality.WorkerActionUndoApi.as_view(),
+        name="worker-action-undo",
     ),
     path(f"{campaign}/labels/", labels.LabelListApi.as_view(), name="labels"),
     *(
         path(f"{campaign}/labels.{fmt}", labels.LabelExportApi.as_view(fmt=fmt), name=f"labels-{fmt}")
         for fmt in FORMATS
     ),
-    path(f"{campaign}/audit/", audits.AuditApi.as_view(), name="audit"),
-    path(f"{campaign}/audit/snapshots/", audits.AuditSnapshotListApi.as_view(), name="audit-snapshots"),
+    # The live audit's views live in the audits app (audits/api.py); routed here, under one API namespace.
+    path(f"{campaign}/audit/", audit_api.AuditApi.as_view(), name="audit"),
+    path(f"{campaign}/audit/snapshots/", audit_api.AuditSnapshotListApi.as_view(), name="audit-snapshots"),
     *(
-        path(f"{campaign}/audit/report.{fmt}", audits.AuditReportApi.as_view(fmt=fmt), name=f"audit-report-{fmt}")
-        for fmt in audits.AuditReportApi.MEDIA_TYPES
+        path(f"{campaign}/audit/report.{fmt}", audit_api.AuditReportApi.as_view(fmt=fmt), name=f"audit-report-{fmt}")
+        for fmt in audit_api.AuditReportApi.MEDIA_TYPES
     ),
-    path(f"{campaign}/audit/recompute/", audits.AuditRecomputeApi.as_view(), name="audit-recompute"),
+    path(f"{campaign}/audit/recompute/", audit_api.AuditRecomputeApi.as_view(), name="audit-recompute"),
 ]

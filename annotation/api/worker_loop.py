@@ -4,14 +4,14 @@ Every call needs a signed-in user (the API's default permission) and acts as the
 identity (``worker_for_user``). The lease calls do not read the lease first: the services refuse
 another worker's lease themselves (``not_leased``), which the API answers with a 404 (exceptions.py).
 """
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors, services
-
-MAX_OPTIONS = 1000
+from annotation.models.prompts import MAX_OPTIONS
 
 
 def _is_scalar(item) -> bool:
@@ -74,9 +74,7 @@ class LeaseSubmitApi(APIView):
             structures) out of the service and its error messages."""
             items = value if isinstance(value, list) else [value]
             if len(items) > MAX_OPTIONS or not all(_is_scalar(item) for item in items):
-                raise serializers.ValidationError(
-                    "A label is a number, or a list with one number per answer option."
-                )
+                raise serializers.ValidationError("A label is a number, or a list with one number per answer option.")
             return value
 
     class OutputSerializer(serializers.Serializer):

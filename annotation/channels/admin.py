@@ -1,7 +1,15 @@
 from django.contrib import admin
 
 from annotation.admin import ReadOnlyAdmin
-from annotation.channels.models import MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, PanelConfig, PanelSession, Publication
+from annotation.channels.models import (
+    MTurkAssignment,
+    MTurkBonus,
+    MTurkHIT,
+    MTurkWorkerBlock,
+    PanelConfig,
+    PanelSession,
+    Publication,
+)
 
 
 @admin.register(Publication)

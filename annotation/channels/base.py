@@ -3,8 +3,8 @@
 A channel is a plug-in that talks to somewhere workers are (MTurk, a test outbox, ...). It never
 decides who labels what: every worker, whatever the channel, gets prompts from the one assignment
 engine (``annotation.services.lease_acquire`` / ``label_submit``). A channel only publishes
-*units* of work (MTurk: HITs) that bring workers to Chorus's task page, reports what the workers
-submitted, and pays them.
+*HITs* (MTurk's word for a unit of published work, used for every channel) that bring workers to
+Chorus's task page, reports what the workers submitted, and pays them.
 
 Backends are configured in ``settings.CHORUS_CHANNELS`` and loaded by
 ``annotation.channels.registry.get_channel(alias)``::
@@ -18,16 +18,17 @@ Rules every backend follows:
 * methods return the dataclasses below and raise ``ChannelError`` subclasses, never ``None`` for a
   failure: ``ChannelTransientError`` (try again later: throttling that outlasted the retries, timeouts,
   the service's own faults) or ``ChannelPermanentError`` (the request is wrong; retrying is useless);
-* every call that creates a unit, adds capacity or pays takes a ``token`` derived from a Chorus row,
+* every call that creates a HIT, adds capacity or pays takes a ``token`` derived from a Chorus row,
   and repeating a call with the same token is recognised, not repeated (``already=True`` /
   ``created=False`` in the result);
 * approving or rejecting twice is recognised too (``already=True``);
 * no call is made inside a database transaction (the caller's duty; the services respect it).
 """
+
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -55,7 +56,7 @@ class ChannelPermanentError(ChannelError):
 
 @dataclass(frozen=True)
 class GroupSpec:
-    """What every unit of a publication shares (MTurk: the HIT type and the block-list qualification).
+    """What every HIT of a publication shares (MTurk: the HIT type and the block-list qualification).
 
     ``reward`` is in US dollars per assignment; durations are in seconds. ``locales`` are ISO country
     codes (``"US"``) or country-subdivision pairs (``"US-NY"``) workers must be in; ``min_approval_rate``
@@ -74,8 +75,8 @@ class GroupSpec:
 
 
 @dataclass(frozen=True)
-class UnitSpec:
-    """One unit to publish (MTurk: a HIT) and the token that makes publishing it idempotent."""
+class HITSpec:
+    """One HIT to publish and the token that makes publishing it idempotent."""
 
     token: str
     max_assignments: int
@@ -95,8 +96,8 @@ class PreparedGroup:
 
 
 @dataclass(frozen=True)
-class PublishedUnit:
-    unit_id: str
+class PublishedHIT:
+    hit_id: str
     max_assignments: int
     expires_at: datetime
     created: bool  # False: an earlier call with the same token had created it
@@ -107,7 +108,7 @@ class Submission:
     """A worker's submitted work as the channel reports it. ``status`` is submitted, approved or rejected."""
 
     submission_id: str
-    unit_id: str
+    hit_id: str
     worker_ref: str
     status: str
     submitted_at: datetime | None = None
@@ -183,27 +184,27 @@ class BaseChannel:
         raise NotImplementedError(f"{type(self).__name__} must implement {duty}")
 
     def prepare(self, *, group: GroupSpec, token: str) -> PreparedGroup:
-        """Create (or find again, same ``token``) what the publication's units share."""
+        """Create (or find again, same ``token``) what the publication's HITs share."""
         self._required("prepare()")
 
-    def publish(self, *, prepared: PreparedGroup, unit: UnitSpec) -> PublishedUnit:
-        """Publish one unit; a repeated ``unit.token`` returns the existing unit with ``created=False``."""
+    def publish(self, *, prepared: PreparedGroup, hit: HITSpec) -> PublishedHIT:
+        """Publish one HIT; a repeated ``hit.token`` returns the existing HIT with ``created=False``."""
         self._required("publish()")
 
-    def withdraw(self, *, unit_id: str) -> None:
-        """Stop showing the unit to workers now (MTurk: expire the HIT). Work in progress may still arrive."""
+    def withdraw(self, *, hit_id: str) -> None:
+        """Stop showing the HIT to workers now (MTurk: expire the HIT). Work in progress may still arrive."""
         self._required("withdraw()")
 
-    def extend(self, *, unit_id: str, expires_at: datetime) -> None:
-        """Keep the unit visible until ``expires_at``."""
+    def extend(self, *, hit_id: str, expires_at: datetime) -> None:
+        """Keep the HIT visible until ``expires_at``."""
         self._required("extend()")
 
-    def add_slots(self, *, unit_id: str, count: int, token: str, expected_total: int) -> bool:
-        """Let ``count`` more workers take the unit; returns False when ``token`` was already used."""
-        self._required("add_slots()")
+    def add_assignments(self, *, hit_id: str, count: int, token: str, expected_total: int) -> bool:
+        """Let ``count`` more workers take the HIT; returns False when ``token`` was already used."""
+        self._required("add_assignments()")
 
-    def sync_submissions(self, *, unit_id: str) -> Iterator[Submission]:
-        """Every submitted, approved or rejected piece of work on the unit, all pages."""
+    def sync_submissions(self, *, hit_id: str) -> Iterator[Submission]:
+        """Every submitted, approved or rejected piece of work on the HIT, all pages."""
         self._required("sync_submissions()")
 
     def approve(self, *, submission_id: str, feedback: str = "") -> ReviewResult:
@@ -212,9 +213,11 @@ class BaseChannel:
     def reject(self, *, submission_id: str, feedback: str) -> ReviewResult:
         self._required("reject()")
 
-    def pay_bonus(self, *, worker_ref: str, submission_id: str, amount: Decimal, reason: str, token: str) -> BonusResult:
+    def pay_bonus(
+        self, *, worker_ref: str, submission_id: str, amount: Decimal, reason: str, token: str
+    ) -> BonusResult:
         self._required("pay_bonus()")
 
     def block_worker(self, *, block_id: str, worker_ref: str) -> None:
-        """Stop showing the publication's units to this worker (they have nothing left)."""
+        """Stop showing the publication's HITs to this worker (they have nothing left)."""
         self._required("block_worker()")

@@ -3,25 +3,26 @@ locmem e-mail backend). For tests and local development: publishing "succeeds" w
 and tests can look at what would have been sent.
 
 It keeps the same promises as a real backend (tokens dedupe, a second approval is recognised), and
-offers a worker-side helper, ``submit(unit_id, worker_ref)``, to simulate submitted work.
+offers a worker-side helper, ``submit(hit_id, worker_ref)``, to simulate submitted work.
 """
+
 import itertools
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Iterator
 
 from annotation.channels.base import (
     BaseChannel,
     BonusResult,
     ChannelPermanentError,
     GroupSpec,
+    HITSpec,
     PreparedGroup,
-    PublishedUnit,
+    PublishedHIT,
     ReviewResult,
     Submission,
-    UnitSpec,
 )
 
 
@@ -46,8 +47,8 @@ def reset() -> None:
 
 
 @dataclass
-class _Unit:
-    unit_id: str
+class _HIT:
+    hit_id: str
     max_assignments: int
     expires_at: datetime
     submissions: list = field(default_factory=list)
@@ -64,7 +65,7 @@ class LocMemChannel(BaseChannel):
         with _lock:
             outbox.append(ChannelCall(self.alias, method, kwargs))
             return _state.setdefault(
-                self.alias, {"tokens": {}, "units": {}, "reviews": {}, "bonuses": {}, "blocked": set(), "groups": {}}
+                self.alias, {"tokens": {}, "hits": {}, "reviews": {}, "bonuses": {}, "blocked": set(), "groups": {}}
             )
 
     def is_preview(self, params) -> bool:
@@ -84,58 +85,64 @@ class LocMemChannel(BaseChannel):
                 state["groups"][token] = PreparedGroup(group_id=f"GROUP{n}", block_id=f"BLOCK{n}")
             return state["groups"][token]
 
-    def publish(self, *, prepared: PreparedGroup, unit: UnitSpec) -> PublishedUnit:
-        state = self._record("publish", prepared=prepared, unit=unit)
+    def publish(self, *, prepared: PreparedGroup, hit: HITSpec) -> PublishedHIT:
+        state = self._record("publish", prepared=prepared, hit=hit)
         with _lock:
-            if unit.token in state["tokens"]:
-                existing = state["units"][state["tokens"][unit.token]]
-                return PublishedUnit(existing.unit_id, existing.max_assignments, existing.expires_at, created=False)
-            unit_id = f"UNIT{next(_ids)}"
-            expires = datetime.now(dt_timezone.utc) + timedelta(seconds=unit.lifetime)
-            state["units"][unit_id] = _Unit(unit_id, unit.max_assignments, expires)
-            state["tokens"][unit.token] = unit_id
-            return PublishedUnit(unit_id, unit.max_assignments, expires, created=True)
+            if hit.token in state["tokens"]:
+                existing = state["hits"][state["tokens"][hit.token]]
+                return PublishedHIT(existing.hit_id, existing.max_assignments, existing.expires_at, created=False)
+            hit_id = f"HIT{next(_ids)}"
+            expires = datetime.now(UTC) + timedelta(seconds=hit.lifetime)
+            state["hits"][hit_id] = _HIT(hit_id, hit.max_assignments, expires)
+            state["tokens"][hit.token] = hit_id
+            return PublishedHIT(hit_id, hit.max_assignments, expires, created=True)
 
-    def _unit(self, state, unit_id) -> _Unit:
+    def _hit(self, state, hit_id) -> _HIT:
         try:
-            return state["units"][unit_id]
+            return state["hits"][hit_id]
         except KeyError:
-            raise ChannelPermanentError(f"No unit {unit_id}", operation="lookup", code="not_found") from None
+            raise ChannelPermanentError(f"No HIT {hit_id}", operation="lookup", code="not_found") from None
 
-    def withdraw(self, *, unit_id: str) -> None:
-        state = self._record("withdraw", unit_id=unit_id)
+    def withdraw(self, *, hit_id: str) -> None:
+        state = self._record("withdraw", hit_id=hit_id)
         with _lock:
-            self._unit(state, unit_id).expires_at = datetime.now(dt_timezone.utc) - timedelta(seconds=1)
+            self._hit(state, hit_id).expires_at = datetime.now(UTC) - timedelta(seconds=1)
 
-    def extend(self, *, unit_id: str, expires_at: datetime) -> None:
-        state = self._record("extend", unit_id=unit_id, expires_at=expires_at)
+    def extend(self, *, hit_id: str, expires_at: datetime) -> None:
+        state = self._record("extend", hit_id=hit_id, expires_at=expires_at)
         with _lock:
-            self._unit(state, unit_id).expires_at = expires_at
+            self._hit(state, hit_id).expires_at = expires_at
 
-    def add_slots(self, *, unit_id: str, count: int, token: str, expected_total: int) -> bool:
-        state = self._record("add_slots", unit_id=unit_id, count=count, token=token, expected_total=expected_total)
+    def add_assignments(self, *, hit_id: str, count: int, token: str, expected_total: int) -> bool:
+        state = self._record("add_assignments", hit_id=hit_id, count=count, token=token, expected_total=expected_total)
         with _lock:
             if token in state["tokens"]:
                 return False
-            state["tokens"][token] = unit_id
-            self._unit(state, unit_id).max_assignments += count
+            state["tokens"][token] = hit_id
+            self._hit(state, hit_id).max_assignments += count
             return True
 
-    def sync_submissions(self, *, unit_id: str) -> Iterator[Submission]:
-        state = self._record("sync_submissions", unit_id=unit_id)
+    def sync_submissions(self, *, hit_id: str) -> Iterator[Submission]:
+        state = self._record("sync_submissions", hit_id=hit_id)
         with _lock:
-            unit = self._unit(state, unit_id)
+            hit = self._hit(state, hit_id)
             subs = [
-                Submission(s.submission_id, unit_id, s.worker_ref, state["reviews"].get(s.submission_id, "submitted"),
-                           s.submitted_at, s.answer)
-                for s in unit.submissions
+                Submission(
+                    s.submission_id,
+                    hit_id,
+                    s.worker_ref,
+                    state["reviews"].get(s.submission_id, "submitted"),
+                    s.submitted_at,
+                    s.answer,
+                )
+                for s in hit.submissions
             ]
         return iter(subs)
 
     def _review(self, method: str, target: str, submission_id: str, **kwargs) -> ReviewResult:
         state = self._record(method, submission_id=submission_id, **kwargs)
         with _lock:
-            if not any(s.submission_id == submission_id for u in state["units"].values() for s in u.submissions):
+            if not any(s.submission_id == submission_id for h in state["hits"].values() for s in h.submissions):
                 raise ChannelPermanentError(f"No submission {submission_id}", operation=method, code="not_found")
             current = state["reviews"].get(submission_id, "submitted")
             if current == target:
@@ -151,7 +158,9 @@ class LocMemChannel(BaseChannel):
     def reject(self, *, submission_id: str, feedback: str) -> ReviewResult:
         return self._review("reject", "rejected", submission_id, feedback=feedback)
 
-    def pay_bonus(self, *, worker_ref: str, submission_id: str, amount: Decimal, reason: str, token: str) -> BonusResult:
+    def pay_bonus(
+        self, *, worker_ref: str, submission_id: str, amount: Decimal, reason: str, token: str
+    ) -> BonusResult:
         state = self._record(
             "pay_bonus", worker_ref=worker_ref, submission_id=submission_id, amount=amount, reason=reason, token=token
         )
@@ -168,22 +177,26 @@ class LocMemChannel(BaseChannel):
 
     # --- the worker side, for tests -----------------------------------------------------------------
 
-    def submit(self, unit_id: str, worker_ref: str, submission_id: str | None = None, answer: dict | None = None) -> str:
-        """Simulate a worker submitting work on ``unit_id``; returns the submission id."""
+    def submit(self, hit_id: str, worker_ref: str, submission_id: str | None = None, answer: dict | None = None) -> str:
+        """Simulate a worker submitting work on ``hit_id``; returns the submission id."""
         with _lock:
             state = _state.setdefault(
-                self.alias, {"tokens": {}, "units": {}, "reviews": {}, "bonuses": {}, "blocked": set(), "groups": {}}
+                self.alias, {"tokens": {}, "hits": {}, "reviews": {}, "bonuses": {}, "blocked": set(), "groups": {}}
             )
-            unit = self._unit(state, unit_id)
-            if any(s.worker_ref == worker_ref for s in unit.submissions):
-                raise ChannelPermanentError("One submission per worker per unit", operation="submit", code="duplicate")
-            if len(unit.submissions) >= unit.max_assignments:
-                raise ChannelPermanentError("The unit is full", operation="submit", code="full")
+            hit = self._hit(state, hit_id)
+            if any(s.worker_ref == worker_ref for s in hit.submissions):
+                raise ChannelPermanentError("One submission per worker per HIT", operation="submit", code="duplicate")
+            if len(hit.submissions) >= hit.max_assignments:
+                raise ChannelPermanentError("The HIT is full", operation="submit", code="full")
             submission = Submission(
-                submission_id or f"SUB{next(_ids)}", unit_id, worker_ref, "submitted",
-                datetime.now(dt_timezone.utc), answer or {},
+                submission_id or f"SUB{next(_ids)}",
+                hit_id,
+                worker_ref,
+                "submitted",
+                datetime.now(UTC),
+                answer or {},
             )
-            unit.submissions.append(submission)
+            hit.submissions.append(submission)
             return submission.submission_id
 
     def state(self) -> dict:

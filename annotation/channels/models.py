@@ -5,6 +5,7 @@ link-based panel such as Prolific). MTurk rows mirror what MTurk holds (``MTurkH
 ``MTurkAssignment``) so reconciliation can compare both sides; every token sent to MTurk is derived
 from these rows (``Publication.token_prefix`` + the row's id), so a retried call repeats the same token.
 """
+
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -40,10 +41,14 @@ class Publication(models.Model):
         max_length=16, unique=True, help_text="Random, per publication: prefixes every idempotency token sent out."
     )
     remote_group_id = models.CharField(max_length=64, blank=True, help_text="MTurk: the HIT type id.")
-    remote_block_id = models.CharField(max_length=64, blank=True, help_text="MTurk: the block-list qualification type id.")
+    remote_block_id = models.CharField(
+        max_length=64, blank=True, help_text="MTurk: the block-list qualification type id."
+    )
     planned_assignments = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
     withdrawn_at = models.DateTimeField(null=True, blank=True)
@@ -120,7 +125,9 @@ class MTurkAssignment(models.Model):
         "annotation.Label", null=True, blank=True, on_delete=models.SET_NULL, related_name="mturk_assignment"
     )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACCEPTED)
-    nothing_left = models.BooleanField(default=False, help_text="The task page told this worker there was nothing left.")
+    nothing_left = models.BooleanField(
+        default=False, help_text="The task page told this worker there was nothing left."
+    )
     refill = models.CharField(max_length=8, choices=Refill.choices, default=Refill.NONE, blank=True)
     opened_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
@@ -152,6 +159,9 @@ class MTurkWorkerBlock(models.Model):
         verbose_name = "MTurk worker block"
         constraints = [models.UniqueConstraint(fields=["publication", "worker"], name="mturk_block_once")]
 
+    def __str__(self) -> str:
+        return f"{self.worker} blocked on publication {self.publication_id} ({self.status})"
+
 
 class MTurkBonus(models.Model):
     """A bonus granted to a worker for an assignment; paid by reconciliation with a token derived from
@@ -167,13 +177,18 @@ class MTurkBonus(models.Model):
     reason = models.CharField(max_length=1000)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name, verbose_name_plural = "MTurk bonus", "MTurk bonuses"
         constraints = [models.CheckConstraint(condition=Q(amount__gt=0), name="mturk_bonus_positive")]
+
+    def __str__(self) -> str:
+        return f"${self.amount} bonus on {self.assignment} ({self.status})"
 
     @property
     def token(self) -> str:
@@ -229,3 +244,7 @@ class PanelSession(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["panel", "worker", "session_ref"], name="panel_session_unique"),
         ]
+
+    def __str__(self) -> str:
+        session = f" (session {self.session_ref})" if self.session_ref else ""
+        return f"{self.worker} on {self.panel}{session}"

@@ -19,7 +19,7 @@ would make MTurk a second assignment engine, fighting the native one for the sam
   that qualification ``DoesNotExist``, so MTurk stops showing them the HITs.
 * The preview (``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE``) shows the instructions, never a prompt.
 * Reconciliation (``mturk_reconcile``) approves assignments whose label Chorus holds, rejects
-  assignments submitted without one and refills the lost slot on the same HIT
+  assignments submitted without one and replaces the lost assignment on the same HIT
   (``CreateAdditionalAssignmentsForHIT``), keeps HITs alive while labels are needed and expires them
   once the campaign is full, closed or withdrawn.
 
@@ -30,12 +30,13 @@ Credentials come from the environment: ``CHORUS_MTURK_ACCESS_KEY_ID`` and
 ``CHORUS_MTURK_SECRET_ACCESS_KEY`` when set, otherwise boto3's default chain (``AWS_ACCESS_KEY_ID``,
 ``AWS_PROFILE``, an instance role...). They are never stored in settings, logged or repr'd.
 """
+
 import os
 import re
 import threading
-from datetime import datetime, timedelta, timezone as dt_timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Iterator
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
@@ -47,11 +48,11 @@ from annotation.channels.base import (
     ChannelPermanentError,
     ChannelTransientError,
     GroupSpec,
+    HITSpec,
     PreparedGroup,
-    PublishedUnit,
+    PublishedHIT,
     ReviewResult,
     Submission,
-    UnitSpec,
 )
 
 REGION = "us-east-1"
@@ -67,7 +68,9 @@ LOCALE_QUALIFICATION = "00000000000000000071"
 APPROVAL_RATE_QUALIFICATION = "000000000000000000L0"
 NUMBER_APPROVED_QUALIFICATION = "00000000000000000040"
 
-EXTERNAL_QUESTION_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd"
+EXTERNAL_QUESTION_NS = (
+    "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd"
+)
 TOKEN_LIFETIME = timedelta(hours=23)  # MTurk forgets a UniqueRequestToken after 24 h
 THROTTLING_CODES = {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded"}
 _HIT_ID = re.compile(r"\b[A-Z0-9]{20,40}\b")
@@ -77,8 +80,8 @@ def _utc(value) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=dt_timezone.utc)
-    return value if value.tzinfo else value.replace(tzinfo=dt_timezone.utc)
+        return datetime.fromtimestamp(value, tz=UTC)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def external_question(url: str, frame_height: int = 0) -> str:
@@ -125,20 +128,32 @@ def qualification_requirements(group: GroupSpec, block_id: str) -> list[dict]:
     guard = "DiscoverPreviewAndAccept"
     requirements = [{"QualificationTypeId": block_id, "Comparator": "DoesNotExist", "ActionsGuarded": guard}]
     if group.locales:
-        requirements.append({
-            "QualificationTypeId": LOCALE_QUALIFICATION, "Comparator": "In",
-            "LocaleValues": [locale_value(code) for code in group.locales], "ActionsGuarded": guard,
-        })
+        requirements.append(
+            {
+                "QualificationTypeId": LOCALE_QUALIFICATION,
+                "Comparator": "In",
+                "LocaleValues": [locale_value(code) for code in group.locales],
+                "ActionsGuarded": guard,
+            }
+        )
     if group.min_approval_rate is not None:
-        requirements.append({
-            "QualificationTypeId": APPROVAL_RATE_QUALIFICATION, "Comparator": "GreaterThanOrEqualTo",
-            "IntegerValues": [int(group.min_approval_rate)], "ActionsGuarded": guard,
-        })
+        requirements.append(
+            {
+                "QualificationTypeId": APPROVAL_RATE_QUALIFICATION,
+                "Comparator": "GreaterThanOrEqualTo",
+                "IntegerValues": [int(group.min_approval_rate)],
+                "ActionsGuarded": guard,
+            }
+        )
     if group.min_approved is not None:
-        requirements.append({
-            "QualificationTypeId": NUMBER_APPROVED_QUALIFICATION, "Comparator": "GreaterThanOrEqualTo",
-            "IntegerValues": [int(group.min_approved)], "ActionsGuarded": guard,
-        })
+        requirements.append(
+            {
+                "QualificationTypeId": NUMBER_APPROVED_QUALIFICATION,
+                "Comparator": "GreaterThanOrEqualTo",
+                "IntegerValues": [int(group.min_approved)],
+                "ActionsGuarded": guard,
+            }
+        )
     return requirements
 
 
@@ -147,10 +162,19 @@ def money(amount: Decimal) -> str:
 
 
 class MTurkChannel(BaseChannel):
-    option_names = frozenset({
-        "sandbox", "endpoint_url", "region", "max_attempts", "connect_timeout", "read_timeout",
-        "submit_origins", "frame_ancestors", "page_size",
-    })
+    option_names = frozenset(
+        {
+            "sandbox",
+            "endpoint_url",
+            "region",
+            "max_attempts",
+            "connect_timeout",
+            "read_timeout",
+            "submit_origins",
+            "frame_ancestors",
+            "page_size",
+        }
+    )
 
     def __init__(self, *, alias: str, **options):
         super().__init__(alias=alias, **options)
@@ -180,8 +204,8 @@ class MTurkChannel(BaseChannel):
         with self._client_lock:
             if self._client is not None:
                 return
-            import boto3
-            from botocore.config import Config
+            import boto3  # noqa: PLC0415 (boto3 is heavy: loaded on the first call, not with the web process)
+            from botocore.config import Config  # noqa: PLC0415 (as boto3)
 
             config = Config(
                 region_name=REGION,
@@ -209,7 +233,8 @@ class MTurkChannel(BaseChannel):
         return self._client
 
     def _call(self, operation: str, **params) -> dict:
-        from botocore.exceptions import BotoCoreError, ClientError, ConnectionError as BotoConnectionError
+        from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 (boto3 is heavy, see open())
+        from botocore.exceptions import ConnectionError as BotoConnectionError  # noqa: PLC0415 (as above)
 
         try:
             return getattr(self.client, operation)(**params)
@@ -228,7 +253,9 @@ class MTurkChannel(BaseChannel):
         except BotoConnectionError as exc:
             raise ChannelTransientError(f"MTurk {operation}: {exc}", operation=operation, code="connection") from exc
         except BotoCoreError as exc:
-            raise ChannelPermanentError(f"MTurk {operation}: {exc}", operation=operation, code=type(exc).__name__) from exc
+            raise ChannelPermanentError(
+                f"MTurk {operation}: {exc}", operation=operation, code=type(exc).__name__
+            ) from exc
 
     def _pages(self, operation: str, key: str, **params) -> Iterator[dict]:
         token = None
@@ -258,7 +285,9 @@ class MTurkChannel(BaseChannel):
         name = f"Chorus: nothing left ({token})"
         try:
             block = self._call(
-                "create_qualification_type", Name=name, Keywords="chorus",
+                "create_qualification_type",
+                Name=name,
+                Keywords="chorus",
                 Description="Workers who have nothing left to label in one Chorus campaign.",
                 QualificationTypeStatus="Active",
             )["QualificationType"]["QualificationTypeId"]
@@ -268,8 +297,11 @@ class MTurkChannel(BaseChannel):
                 raise
         hit_type = self._call(
             "create_hit_type",
-            Title=group.title, Description=group.description, Keywords=group.keywords,
-            Reward=money(group.reward), AssignmentDurationInSeconds=int(group.assignment_duration),
+            Title=group.title,
+            Description=group.description,
+            Keywords=group.keywords,
+            Reward=money(group.reward),
+            AssignmentDurationInSeconds=int(group.assignment_duration),
             AutoApprovalDelayInSeconds=int(group.auto_approval_delay),
             QualificationRequirements=qualification_requirements(group, block),
         )["HITTypeId"]
@@ -277,85 +309,105 @@ class MTurkChannel(BaseChannel):
 
     def _find_qualification_type(self, name: str) -> str | None:
         for qt in self._pages(
-            "list_qualification_types", "QualificationTypes", Query=name, MustBeRequestable=False, MustBeOwnedByCaller=True
+            "list_qualification_types",
+            "QualificationTypes",
+            Query=name,
+            MustBeRequestable=False,
+            MustBeOwnedByCaller=True,
         ):
             if qt.get("Name") == name:
                 return qt["QualificationTypeId"]
         return None
 
-    def publish(self, *, prepared: PreparedGroup, unit: UnitSpec) -> PublishedUnit:
-        """CreateHITWithHITType with ``UniqueRequestToken`` = ``RequesterAnnotation`` = ``unit.token``.
+    def publish(self, *, prepared: PreparedGroup, hit: HITSpec) -> PublishedHIT:
+        """CreateHITWithHITType with ``UniqueRequestToken`` = ``RequesterAnnotation`` = ``hit.token``.
 
         A repeated token is answered by MTurk with an error naming the HIT: the HIT is then read back and
         returned with ``created=False``. Past the token's 24 hours, the HITs are searched by annotation
         before creating, so a late retry cannot create a duplicate either.
         """
-        if unit.first_attempt_at is not None and datetime.now(dt_timezone.utc) - unit.first_attempt_at > TOKEN_LIFETIME:
-            found = self._find_hit(unit.token, candidates=())
+        if hit.first_attempt_at is not None and datetime.now(UTC) - hit.first_attempt_at > TOKEN_LIFETIME:
+            found = self._find_hit(hit.token, candidates=())
             if found is not None:
                 return found
         try:
-            hit = self._call(
+            answer = self._call(
                 "create_hit_with_hit_type",
-                HITTypeId=prepared.group_id, MaxAssignments=unit.max_assignments,
-                LifetimeInSeconds=unit.lifetime, Question=external_question(unit.external_url, unit.frame_height),
-                RequesterAnnotation=unit.token, UniqueRequestToken=unit.token,
+                HITTypeId=prepared.group_id,
+                MaxAssignments=hit.max_assignments,
+                LifetimeInSeconds=hit.lifetime,
+                Question=external_question(hit.external_url, hit.frame_height),
+                RequesterAnnotation=hit.token,
+                UniqueRequestToken=hit.token,
             )["HIT"]
         except ChannelPermanentError as exc:
-            found = self._find_hit(unit.token, candidates=_HIT_ID.findall(exc.message), scan="lready" in exc.message + exc.code)
+            found = self._find_hit(
+                hit.token, candidates=_HIT_ID.findall(exc.message), scan="lready" in exc.message + exc.code
+            )
             if found is None:
                 raise
             return found
-        return self._unit(hit, created=True)
+        return self._published(answer, created=True)
 
-    def _unit(self, hit: dict, *, created: bool) -> PublishedUnit:
-        return PublishedUnit(
-            unit_id=hit["HITId"], max_assignments=hit["MaxAssignments"], expires_at=_utc(hit["Expiration"]), created=created
+    def _published(self, hit: dict, *, created: bool) -> PublishedHIT:
+        return PublishedHIT(
+            hit_id=hit["HITId"],
+            max_assignments=hit["MaxAssignments"],
+            expires_at=_utc(hit["Expiration"]),
+            created=created,
         )
 
-    def _find_hit(self, token: str, *, candidates, scan: bool = True) -> PublishedUnit | None:
+    def _find_hit(self, token: str, *, candidates, scan: bool = True) -> PublishedHIT | None:
         for hit_id in candidates:
             try:
                 hit = self._call("get_hit", HITId=hit_id)["HIT"]
             except ChannelPermanentError:
                 continue
             if hit.get("RequesterAnnotation") == token:
-                return self._unit(hit, created=False)
+                return self._published(hit, created=False)
         if scan:
             for hit in self._pages("list_hits", "HITs"):
                 if hit.get("RequesterAnnotation") == token:
-                    return self._unit(hit, created=False)
+                    return self._published(hit, created=False)
         return None
 
-    def withdraw(self, *, unit_id: str) -> None:
+    def withdraw(self, *, hit_id: str) -> None:
         # A past ExpireAt expires the HIT at once (MTurk's documented way to stop a HIT).
-        self._call("update_expiration_for_hit", HITId=unit_id, ExpireAt=datetime(2015, 1, 1, tzinfo=dt_timezone.utc))
+        self._call("update_expiration_for_hit", HITId=hit_id, ExpireAt=datetime(2015, 1, 1, tzinfo=UTC))
 
-    def extend(self, *, unit_id: str, expires_at: datetime) -> None:
-        self._call("update_expiration_for_hit", HITId=unit_id, ExpireAt=expires_at)
+    def extend(self, *, hit_id: str, expires_at: datetime) -> None:
+        self._call("update_expiration_for_hit", HITId=hit_id, ExpireAt=expires_at)
 
-    def add_slots(self, *, unit_id: str, count: int, token: str, expected_total: int) -> bool:
+    def add_assignments(self, *, hit_id: str, count: int, token: str, expected_total: int) -> bool:
         """CreateAdditionalAssignmentsForHIT with a token. Note MTurk's rule: a HIT created with fewer than
         10 assignments cannot reach 10 or more (the caller checks; MTurk would refuse)."""
         try:
             self._call(
-                "create_additional_assignments_for_hit", HITId=unit_id, NumberOfAdditionalAssignments=count,
+                "create_additional_assignments_for_hit",
+                HITId=hit_id,
+                NumberOfAdditionalAssignments=count,
                 UniqueRequestToken=token,
             )
         except ChannelPermanentError:
-            hit = self._call("get_hit", HITId=unit_id)["HIT"]
+            hit = self._call("get_hit", HITId=hit_id)["HIT"]
             if hit["MaxAssignments"] >= expected_total:
                 return False
             raise
         return True
 
-    def sync_submissions(self, *, unit_id: str) -> Iterator[Submission]:
+    def sync_submissions(self, *, hit_id: str) -> Iterator[Submission]:
         for a in self._pages(
-            "list_assignments_for_hit", "Assignments", HITId=unit_id, AssignmentStatuses=["Submitted", "Approved", "Rejected"]
+            "list_assignments_for_hit",
+            "Assignments",
+            HITId=hit_id,
+            AssignmentStatuses=["Submitted", "Approved", "Rejected"],
         ):
             yield Submission(
-                submission_id=a["AssignmentId"], unit_id=a["HITId"], worker_ref=a["WorkerId"],
-                status=a["AssignmentStatus"].lower(), submitted_at=_utc(a.get("SubmitTime")),
+                submission_id=a["AssignmentId"],
+                hit_id=a["HITId"],
+                worker_ref=a["WorkerId"],
+                status=a["AssignmentStatus"].lower(),
+                submitted_at=_utc(a.get("SubmitTime")),
                 answer=parse_answer(a.get("Answer")),
             )
 
@@ -378,13 +430,19 @@ class MTurkChannel(BaseChannel):
     def reject(self, *, submission_id: str, feedback: str) -> ReviewResult:
         return self._review("reject_assignment", "rejected", submission_id, RequesterFeedback=feedback[:1024])
 
-    def pay_bonus(self, *, worker_ref: str, submission_id: str, amount: Decimal, reason: str, token: str) -> BonusResult:
+    def pay_bonus(
+        self, *, worker_ref: str, submission_id: str, amount: Decimal, reason: str, token: str
+    ) -> BonusResult:
         """SendBonus with ``token``; a repeated token is recognised by finding the bonus (same assignment,
         amount and reason — the caller puts the token in the reason) among the assignment's payments."""
         try:
             self._call(
-                "send_bonus", WorkerId=worker_ref, BonusAmount=money(amount), AssignmentId=submission_id,
-                Reason=reason, UniqueRequestToken=token,
+                "send_bonus",
+                WorkerId=worker_ref,
+                BonusAmount=money(amount),
+                AssignmentId=submission_id,
+                Reason=reason,
+                UniqueRequestToken=token,
             )
         except ChannelPermanentError:
             for paid in self._pages("list_bonus_payments", "BonusPayments", AssignmentId=submission_id):
@@ -396,8 +454,11 @@ class MTurkChannel(BaseChannel):
     def block_worker(self, *, block_id: str, worker_ref: str) -> None:
         # Idempotent by nature: associating again only sets the same value.
         self._call(
-            "associate_qualification_with_worker", QualificationTypeId=block_id, WorkerId=worker_ref,
-            IntegerValue=1, SendNotification=False,
+            "associate_qualification_with_worker",
+            QualificationTypeId=block_id,
+            WorkerId=worker_ref,
+            IntegerValue=1,
+            SendNotification=False,
         )
 
     def account_balance(self) -> Decimal:

@@ -3,6 +3,7 @@
 Loaded once per process with ``import_string`` and cached; ``override_settings(CHORUS_CHANNELS=...)``
 clears the cache through ``setting_changed``, so tests can swap backends.
 """
+
 import threading
 
 from django.conf import settings

@@ -1,4 +1,5 @@
 """Reads of the channels app for views, commands and tasks."""
+
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -7,9 +8,15 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from annotation.channels.models import (
-    MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, PanelConfig, PanelSession, Publication,
+    MTurkAssignment,
+    MTurkBonus,
+    MTurkHIT,
+    MTurkWorkerBlock,
+    PanelConfig,
+    PanelSession,
+    Publication,
 )
-from annotation.models import Label
+from annotation.models import Campaign, Label, Slot
 from annotation.permissions import is_campaign_owner
 from annotation.selectors import campaigns_for_workers, campaigns_visible_to
 
@@ -40,6 +47,28 @@ def publications_of(*, campaign) -> QuerySet[Publication]:
     return Publication.objects.filter(campaign=campaign).select_related("panel").order_by("-created_at")
 
 
+def publications_to_reconcile() -> QuerySet[Publication]:
+    """The MTurk publications reconciliation still visits: not closed, not failed; oldest first."""
+    return (
+        Publication.objects.filter(kind=Publication.Kind.MTURK, closed_at__isnull=True)
+        .exclude(status=Publication.Status.FAILED)
+        .order_by("pk")
+    )
+
+
+def labels_still_needed(*, campaign: Campaign) -> int:
+    """Open slots: the labels the campaign still wants from any channel. With adaptive k, the most it may
+    still take: its open slots, plus the slots its open prompts may still get, up to k_max each (a
+    prompt whose rule stopped it has no open slot)."""
+    open_slots = Slot.objects.filter(campaign=campaign, filled=False)
+    needed = open_slots.count()
+    if campaign.k_max is None:
+        return needed
+    open_prompts = open_slots.values("prompt_id").distinct()
+    slots_of_open_prompts = Slot.objects.filter(campaign=campaign, prompt_id__in=open_prompts).count()
+    return needed + open_prompts.count() * campaign.k_max - slots_of_open_prompts
+
+
 def publication_for_mturk_task(*, pk: int) -> Publication:
     """The MTurk publication named by the task page's URL, with its campaign; 404 for anything else.
     Anybody may open it: MTurk's frame carries no sign-in (the task page says who the worker is)."""
@@ -62,8 +91,12 @@ def mturk_assignment_for_task(
     and campaign; None if no task page opened it."""
     return (
         MTurkAssignment.objects.select_related("worker", "hit__publication__campaign")
-        .filter(assignment_id=assignment_id, hit__hit_id=hit_id, worker__external_id=worker_id,
-                hit__publication_id=publication_id)
+        .filter(
+            assignment_id=assignment_id,
+            hit__hit_id=hit_id,
+            worker__external_id=worker_id,
+            hit__publication_id=publication_id,
+        )
         .first()
     )
 
@@ -100,7 +133,9 @@ def mturk_bonus_assignment(*, publication: Publication, worker_ref: str) -> MTur
     one, so that repeating a grant names the same assignment."""
     return (
         MTurkAssignment.objects.select_related("worker")
-        .filter(hit__publication=publication, worker__external_id__iexact=worker_ref, status__in=BONUS_ASSIGNMENT_STATUSES)
+        .filter(
+            hit__publication=publication, worker__external_id__iexact=worker_ref, status__in=BONUS_ASSIGNMENT_STATUSES
+        )
         .order_by("pk")
         .first()
     )
@@ -161,13 +196,21 @@ def mturk_progress(*, publication: Publication) -> MTurkProgress:
     )
     reward = Decimal(publication.options.get("reward", "0"))
     return MTurkProgress(
-        hits_planned=hits["planned"], hits_live=hits["live"], hits_expired=hits["expired"],
-        assignments_published=hits["published"] or 0, accepted=assignments["accepted"], labeled=assignments["labeled"],
-        voided=assignments["voided"], abandoned=assignments["abandoned"],
-        submitted=assignments["submitted"], approved=assignments["approved"], rejected=assignments["rejected"],
+        hits_planned=hits["planned"],
+        hits_live=hits["live"],
+        hits_expired=hits["expired"],
+        assignments_published=hits["published"] or 0,
+        accepted=assignments["accepted"],
+        labeled=assignments["labeled"],
+        voided=assignments["voided"],
+        abandoned=assignments["abandoned"],
+        submitted=assignments["submitted"],
+        approved=assignments["approved"],
+        rejected=assignments["rejected"],
         nothing_left=assignments["nothing_left"],
         blocked=MTurkWorkerBlock.objects.filter(publication=publication, status=MTurkWorkerBlock.Status.DONE).count(),
-        bonuses_sent=bonuses["sent"] or Decimal("0"), bonuses_pending=bonuses["pending"] or Decimal("0"),
+        bonuses_sent=bonuses["sent"] or Decimal("0"),
+        bonuses_pending=bonuses["pending"] or Decimal("0"),
         rewards_approved=reward * assignments["approved"],
     )
 
@@ -187,7 +230,12 @@ def panel_progress(*, publication: Publication) -> PanelProgress:
 
 
 def mturk_assignment_label(*, assignment: MTurkAssignment) -> Label | None:
-    from annotation.channels.services import mturk_client_token
+    """The label the task page recorded for the assignment (under the assignment's client token), with
+    its prompt and campaign; None before there is one."""
+    # Imported here: the services import the selectors.
+    from annotation.channels.services.mturk_task import mturk_client_token  # noqa: PLC0415 (a cycle: see above)
 
     labels = Label.objects.select_related("prompt", "campaign")  # the submit page shows both
-    return labels.filter(worker_id=assignment.worker_id, client_token=mturk_client_token(assignment.assignment_id)).first()
+    return labels.filter(
+        worker_id=assignment.worker_id, client_token=mturk_client_token(assignment.assignment_id)
+    ).first()

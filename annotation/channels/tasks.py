@@ -1,26 +1,32 @@
 """Celery tasks of the channels app: thin (an id in, a service call), idempotent, retrying only
 transient channel errors. Enqueued with ``delay_on_commit`` by the services."""
+
 from celery import shared_task
 from django.core.cache import cache
 
 from annotation.channels.base import ChannelTransientError
+from annotation.channels.selectors import publications_to_reconcile
 
 RECONCILE_LOCK_SECONDS = 15 * 60
 
 
 @shared_task(
-    autoretry_for=(ChannelTransientError,), retry_backoff=30, retry_backoff_max=15 * 60, retry_jitter=True,
-    max_retries=8, acks_late=True,
+    autoretry_for=(ChannelTransientError,),
+    retry_backoff=30,
+    retry_backoff_max=15 * 60,
+    retry_jitter=True,
+    max_retries=8,
+    acks_late=True,
 )
 def publish_campaign_task(publication_id: int):
     """Create the publication's HITs (resumable: every HIT carries a token derived from its row)."""
-    from annotation.channels.services import publication_publish
+    from annotation.channels.services import publication_publish  # noqa: PLC0415 (services import this module: a cycle)
 
     return publication_publish(publication_id=publication_id).status
 
 
 def _reconcile_one(publication_id: int) -> str:
-    from annotation.channels.services import mturk_reconcile
+    from annotation.channels.services import mturk_reconcile  # noqa: PLC0415 (services import this module: a cycle)
 
     lock = f"channels:mturk-reconcile:{publication_id}"
     if not cache.add(lock, 1, RECONCILE_LOCK_SECONDS):  # single flight per publication
@@ -39,7 +45,7 @@ def withdraw_publication_task(publication_id: int):
 
 @shared_task(autoretry_for=(ChannelTransientError,), retry_backoff=10, max_retries=8)
 def mturk_block_worker_task(block_id: int):
-    from annotation.channels.services import mturk_block_push
+    from annotation.channels.services import mturk_block_push  # noqa: PLC0415 (services import this module: a cycle)
 
     return mturk_block_push(block_id=block_id)
 
@@ -48,8 +54,6 @@ def mturk_block_worker_task(block_id: int):
 def mturk_reconcile_task():
     """Periodic (CELERY_BEAT_SCHEDULE): reconcile every open MTurk publication. A transient error on
     one publication does not stop the others; the next period retries it."""
-    from annotation.channels.services import publications_to_reconcile
-
     results = {}
     for publication_id in publications_to_reconcile().values_list("pk", flat=True):
         try:

@@ -3,6 +3,20 @@ from .invitations import Invitation
 from .labels import Label
 from .leases import Lease
 from .prompts import ImportBatch, Prompt, Slot
+from .quality import QualityRule, StopDecision, WorkerAction
 from .workers import Participation, Worker
 
-__all__ = ["Campaign", "ImportBatch", "Invitation", "Label", "Lease", "Participation", "Prompt", "Slot", "Worker"]
+__all__ = [
+    "Campaign",
+    "ImportBatch",
+    "Invitation",
+    "Label",
+    "Lease",
+    "Participation",
+    "Prompt",
+    "QualityRule",
+    "Slot",
+    "StopDecision",
+    "Worker",
+    "WorkerAction",
+]

@@ -13,7 +13,8 @@ MAX_ANCHOR_LENGTH = 60
 
 
 class Campaign(models.Model):
-    """A labeling campaign: prompts, a label schema, and k labels wanted per prompt."""
+    """A labeling campaign: prompts, a label schema, and k labels wanted per prompt (adaptive k: from k
+    up to ``k_max``, decided prompt by prompt by ``annotation.services.adaptive``)."""
 
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft"
@@ -59,6 +60,24 @@ class Campaign(models.Model):
     lease_seconds = models.PositiveIntegerField(
         default=600, validators=[MinValueValidator(10), MaxValueValidator(24 * 3600)]
     )
+    k_max = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Adaptive k: the most labels a prompt may get; k is then the least. Empty: every prompt gets k.",
+    )
+    stop_confidence = models.FloatField(
+        default=0.95,
+        validators=[MinValueValidator(0.5), MaxValueValidator(0.999)],
+        help_text="Adaptive k: a prompt stops once the posterior probability that its majority is the crowd's "
+        "majority reaches this.",
+    )
+    control_rate = models.FloatField(
+        null=True, blank=True, help_text="Share of a worker's prompts that are controls (e.g. 0.1); empty: none."
+    )
+    control_first = models.PositiveSmallIntegerField(
+        default=0, help_text="Controls served first to every worker, as a qualification."
+    )
     max_labels_per_worker = models.PositiveIntegerField(null=True, blank=True)
     policy = models.CharField(max_length=20, choices=Policy.choices, default=Policy.RANDOM)
 
@@ -82,13 +101,18 @@ class Campaign(models.Model):
             raise ValidationError({"scale_max": "The highest value must be above the lowest."})
         if self.schema == self.Schema.BINARY:
             self.binarization, self.scale_anchors = {}, []
+            self._clean_adaptive_k()
             return
         points = self.scale_max - self.scale_min + 1
         if points > MAX_SCALE_POINTS:
-            raise ValidationError({"scale_max": (
-                f"A scale has at most {MAX_SCALE_POINTS} points (such as 0–10), so that its buttons fit one row "
-                f"on a phone; {self.scale_min}–{self.scale_max} has {points}."
-            )})
+            raise ValidationError(
+                {
+                    "scale_max": (
+                        f"A scale has at most {MAX_SCALE_POINTS} points (such as 0–10), so that its buttons fit one "
+                        f"row on a phone; {self.scale_min}–{self.scale_max} has {points}."
+                    )
+                }
+            )
         self.scale_anchors = self._clean_anchors(points)
         if not isinstance(self.binarization or {}, dict):
             raise ValidationError({"binarization": "A binarization is a map of value → 0 or 1."})
@@ -104,6 +128,40 @@ class Campaign(models.Model):
                 {"binarization": f"{', '.join(outside)} outside the scale {self.scale_min}–{self.scale_max}."}
             )
         self.binarization = mapping
+        self._clean_adaptive_k()
+
+    def _clean_adaptive_k(self) -> None:
+        """Adaptive k (``k_max`` set) decides on each prompt's share of 1s: one 0/1 answer per prompt."""
+        if self.k_max is None:
+            return
+        if self.k is not None and self.k_max < self.k:
+            raise ValidationError(
+                {
+                    "k_max": (
+                        f"The most labels per prompt (k_max = {self.k_max}) must be at least the least (k = {self.k})."
+                    )
+                }
+            )
+        if self.schema == self.Schema.OPTION_RATING:
+            raise ValidationError(
+                {
+                    "k_max": (
+                        "Adaptive k needs one 0/1 answer per prompt, so it is not available when workers rate each "
+                        "answer option: leave k_max empty."
+                    )
+                }
+            )
+        if self.schema == self.Schema.RATING:
+            left_out = [str(v) for v in range(self.scale_min, self.scale_max + 1) if str(v) not in self.binarization]
+            if left_out:
+                raise ValidationError(
+                    {
+                        "k_max": (
+                            "Adaptive k counts every label as 0 or 1, so the binarization must map every point of the "
+                            f"scale; it leaves out {', '.join(left_out)}. Map them, or leave k_max empty."
+                        )
+                    }
+                )
 
     def _clean_anchors(self, points: int) -> list[str]:
         anchors = self.scale_anchors or []
@@ -111,17 +169,33 @@ class Campaign(models.Model):
             raise ValidationError({"scale_anchors": "Scale anchors are a list of texts, lowest point first."})
         anchors = [text.strip() for text in anchors]
         if anchors and len(anchors) not in (2, points):
-            raise ValidationError({"scale_anchors": (
-                f"Give one anchor per point of the scale {self.scale_min}–{self.scale_max} ({points}), or two "
-                f"(the lowest and the highest point); got {len(anchors)}."
-            )})
+            raise ValidationError(
+                {
+                    "scale_anchors": (
+                        f"Give one anchor per point of the scale {self.scale_min}–{self.scale_max} ({points}), or two "
+                        f"(the lowest and the highest point); got {len(anchors)}."
+                    )
+                }
+            )
         for number, text in enumerate(anchors, start=1):
             if not text or len(text) > MAX_ANCHOR_LENGTH:
-                raise ValidationError({"scale_anchors": (
-                    f"Each anchor is 1 to {MAX_ANCHOR_LENGTH} characters; anchor {number} has {len(text)}."
-                )})
+                raise ValidationError(
+                    {
+                        "scale_anchors": (
+                            f"Each anchor is 1 to {MAX_ANCHOR_LENGTH} characters; anchor {number} has {len(text)}."
+                        )
+                    }
+                )
         return anchors
 
     @property
     def label_schema(self) -> LabelSchema:
         return LabelSchema.for_campaign(self)
+
+    @property
+    def k_rule(self) -> str:
+        """How many labels a prompt gets, as the export's ``k_rule`` column states it: ``k=5``, or for
+        adaptive k ``k=3..7, stop at P(majority)>=0.95`` (``annotation.services.adaptive``)."""
+        if self.k_max is None:
+            return f"k={self.k}"
+        return f"k={self.k}..{self.k_max}, stop at P(majority)>={self.stop_confidence:g}"

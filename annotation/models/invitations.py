@@ -32,7 +32,8 @@ class Invitation(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(user__isnull=True, accepted_at__isnull=True) | Q(user__isnull=False, accepted_at__isnull=False),
+                condition=Q(user__isnull=True, accepted_at__isnull=True)
+                | Q(user__isnull=False, accepted_at__isnull=False),
                 name="invitation_accepted_by_a_user",
             ),
         ]

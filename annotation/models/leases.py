@@ -17,7 +17,14 @@ class Lease(models.Model):
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="leases")
     prompt = models.ForeignKey("annotation.Prompt", on_delete=models.CASCADE, related_name="leases")
     worker = models.ForeignKey("annotation.Worker", on_delete=models.CASCADE, related_name="leases")
-    slot = models.ForeignKey("annotation.Slot", on_delete=models.CASCADE, related_name="leases")
+    slot = models.ForeignKey(
+        "annotation.Slot",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="leases",
+        help_text="Empty for a control prompt, which has no slots.",
+    )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField()

@@ -20,6 +20,12 @@ class ImportBatch(models.Model):
         return f"{self.filename} ({self.n_prompts} prompts)"
 
 
+#: The live audit codes option n (counted from 1) of a prompt as the one integer unit
+#: ``prompt_pk * OPTION_BASE + n``, so a prompt carries at most ``MAX_OPTIONS`` options.
+OPTION_BASE = 1024
+MAX_OPTIONS = OPTION_BASE - 1
+
+
 class Prompt(models.Model):
     """One item to label. Per-option schemas carry their answer options; each option is an audit unit."""
 
@@ -30,10 +36,20 @@ class Prompt(models.Model):
     options = models.JSONField(default=list, blank=True)
     gold = models.JSONField(null=True, blank=True, help_text="The putative label imported with the prompt.")
     group = models.CharField(max_length=200, blank=True, help_text="Theme or context column of the import.")
+    is_control = models.BooleanField(
+        default=False,
+        help_text="A control: its gold is known, it is served to workers to measure them, never counted in "
+        "k or in the benchmark's audit.",
+    )
     n_labels = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["campaign", "external_id"], name="prompt_external_id_unique")]
+        indexes = [
+            # A campaign's few control prompts, read without its other prompts: drawing a control for a
+            # worker, counting their unseen controls, the quick audit's prompt count (72 ms → 0.3 ms at 1M).
+            models.Index(fields=["campaign"], condition=models.Q(is_control=True), name="prompt_control"),
+        ]
 
     def __str__(self) -> str:
         return self.external_id
@@ -66,3 +82,6 @@ class Slot(models.Model):
                 fields=["campaign", "-priority", "rand"], condition=models.Q(filled=False), name="slot_open_fill_first"
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.prompt} slot {self.index}"

@@ -35,6 +35,13 @@ class Participation(models.Model):
     worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="participations")
     n_labels = models.PositiveIntegerField(default=0)
     joined_at = models.DateTimeField(auto_now_add=True)
+    excluded_at = models.DateTimeField(
+        null=True, blank=True, help_text="Excluded from the audit: labels kept and exported, left out of every number."
+    )
+    blocked_at = models.DateTimeField(null=True, blank=True, help_text="Blocked: no further leases on any channel.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["campaign", "worker"], name="participation_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.worker} in {self.campaign}"

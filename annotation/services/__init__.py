@@ -1,4 +1,5 @@
 """Every write of the annotation app. Views, the API, commands and tasks call these; nothing else writes."""
+
 from .accounts import account_create, api_token_get_or_create
 from .assignment import LabelAck, NothingLeft, label_submit, label_void, lease_acquire, lease_heartbeat, lease_release
 from .campaigns import campaign_create, campaign_transition, campaign_update
@@ -9,9 +10,30 @@ from .sharing import campaign_share, campaign_unshare
 from .workers import worker_for_user, worker_get_or_create
 
 __all__ = [
-    "Acceptance", "CampaignStateError", "InvitationTaken", "LabelAck", "LabelRefused", "LeaseRefused", "NothingLeft",
-    "NotLeased", "ServiceError", "account_create", "api_token_get_or_create", "campaign_create", "campaign_share",
-    "campaign_transition", "campaign_unshare", "campaign_update", "invitation_accept", "invitations_create",
-    "label_submit", "label_void", "lease_acquire", "lease_heartbeat", "lease_release", "prompts_import",
-    "worker_for_user", "worker_get_or_create",
+    "Acceptance",
+    "CampaignStateError",
+    "InvitationTaken",
+    "LabelAck",
+    "LabelRefused",
+    "LeaseRefused",
+    "NothingLeft",
+    "NotLeased",
+    "ServiceError",
+    "account_create",
+    "api_token_get_or_create",
+    "campaign_create",
+    "campaign_share",
+    "campaign_transition",
+    "campaign_unshare",
+    "campaign_update",
+    "invitation_accept",
+    "invitations_create",
+    "label_submit",
+    "label_void",
+    "lease_acquire",
+    "lease_heartbeat",
+    "lease_release",
+    "prompts_import",
+    "worker_for_user",
+    "worker_get_or_create",
 ]

@@ -4,6 +4,7 @@ Callers validate first (``SignUpForm`` checks the username and the password rule
 authenticates the user); these functions only write. The user model is ``get_user_model()``, so a
 swapped AUTH_USER_MODEL keeps working.
 """
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction

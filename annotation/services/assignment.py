@@ -3,7 +3,10 @@
 The guarantees are carried by the database, not by these Python checks:
 
 * at most k labels per prompt: a prompt has k ``Slot`` rows and a label fills one (``Label.slot`` is
-  unique); a lease holds a slot through a conditional UPDATE that only succeeds on a free or expired slot;
+  unique); a lease holds a slot through a conditional UPDATE that only succeeds on a free or expired slot.
+  Adaptive k: when a label fills a prompt's last open slot, ``services.adaptive`` decides in the same
+  transaction whether it gets one slot more (never beyond k_max), so its slot count is its own k.
+  A control prompt has no slots: its leases hold none and its labels fill none (``services.controls``);
 * never twice: ``Lease`` is unique on (prompt, worker), and so is ``Label``;
 * an acknowledged label is committed before the acknowledgment is returned, and never deleted: a label
   a channel voids afterwards (``label_void``) gives its slot back but keeps its row and its lease.
@@ -11,17 +14,20 @@ The guarantees are carried by the database, not by these Python checks:
 SQLite runs every transaction as BEGIN IMMEDIATE (settings), so writers are serialised; PostgreSQL
 runs at READ COMMITTED with row locks (``select_for_update``) where stated.
 """
+
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.schemas import LabelValueError
-from annotation.selectors import free_slots, live_lease
+from annotation.selectors import BLOCKED, BLOCKED_REASON, free_slots, live_lease, refusal_before_slots, slot_is_free
+from annotation.services.adaptive import prompt_stop_decide
+from annotation.services.controls import control_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
 from audits.services import audit_stats_invalidate, label_stats_add
 
@@ -79,6 +85,9 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
     locked, holding no slot itself; that cannot deadlock, because the transactions that wait while
     holding slots (label_submit) lock their Participation row before any slot.
 
+    A control is served instead of a normal prompt when one is due (``services.controls.control_lease``:
+    the worker's first ``control_first`` labels, then at the campaign's ``control_rate``).
+
     Either answer carries ``worker_labels``, the worker's labels in this campaign (an attribute on the
     lease): read here under the lock anyway, so callers showing it need no query of their own.
     """
@@ -92,14 +101,14 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
         if existing is not None:
             existing.worker_labels = done
             return existing
-        if campaign.status != Campaign.Status.LIVE:
-            status = campaign.get_status_display().lower()
-            return NothingLeft(f"This campaign is {status}.", "campaign_" + campaign.status, worker_labels=done)
-        cap = campaign.max_labels_per_worker
-        if cap is not None and done >= cap:
-            reason = f"You have given the {cap} labels this campaign allows per worker. Thank you!"
-            return NothingLeft(reason, "cap_reached", worker_labels=done)
+        refusal = refusal_before_slots(campaign=campaign, done=done, blocked=participation.blocked_at is not None)
+        if refusal is not None:
+            return NothingLeft(refusal.reason, refusal.code, worker_labels=done)
         expires_at = now + timedelta(seconds=campaign.lease_seconds)
+        control = control_lease(campaign=campaign, worker=worker, done=done, now=now, expires_at=expires_at)
+        if control is not None:
+            control.worker_labels = done
+            return control
         for slot in _candidates(campaign, worker, now):
             lease = _lease_slot(slot=slot, worker=worker, now=now, expires_at=expires_at)
             if lease is not None:
@@ -113,14 +122,14 @@ def _lease_slot(*, slot: Slot, worker: Worker, now: datetime, expires_at: dateti
     """Take ``slot`` if it is still free: the conditional UPDATE is the capacity check."""
     with transaction.atomic(savepoint=True):
         lease = Lease.objects.create(
-            campaign_id=slot.campaign_id, prompt_id=slot.prompt_id, worker=worker, slot=slot,
-            created_at=now, expires_at=expires_at,
+            campaign_id=slot.campaign_id,
+            prompt_id=slot.prompt_id,
+            worker=worker,
+            slot=slot,
+            created_at=now,
+            expires_at=expires_at,
         )
-        taken = (
-            Slot.objects.filter(pk=slot.pk, filled=False)
-            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
-            .update(lease=lease, lease_expires_at=expires_at)
-        )
+        taken = Slot.objects.filter(slot_is_free(now=now), pk=slot.pk).update(lease=lease, lease_expires_at=expires_at)
         if taken == 1:
             return lease
         transaction.set_rollback(True)
@@ -142,8 +151,13 @@ def lease_heartbeat(*, lease_id: int, worker: Worker, campaign_slug: str | None 
             return lease
         lease.expires_at = now + timedelta(seconds=lease.campaign.lease_seconds)
         # The slot decides, not the clock read above: on PostgreSQL another worker may take the slot
-        # of a lease that just expired between that read and this write.
-        if not live or Slot.objects.filter(pk=lease.slot_id, lease=lease).update(lease_expires_at=lease.expires_at) != 1:
+        # of a lease that just expired between that read and this write. A control's lease holds no
+        # slot (services.controls): nobody can take its place.
+        held = (
+            lease.slot_id is None
+            or Slot.objects.filter(pk=lease.slot_id, lease=lease).update(lease_expires_at=lease.expires_at) == 1
+        )
+        if not live or not held:
             raise LeaseRefused("This lease has ended; ask for a new prompt.", code="lease_ended")
         lease.save(update_fields=["expires_at"])
     return lease
@@ -209,25 +223,43 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
         # raises the priority of the others' slots below, and in any other order two of them deadlock
         # on PostgreSQL. Both counters are rolled back with everything else on a refusal.
         participation = Participation.objects.select_for_update().get(campaign=campaign, worker=worker)
+        if participation.blocked_at is not None:  # blocked while the prompt was on their screen (services.quality)
+            raise LabelRefused(BLOCKED_REASON, code=BLOCKED)
         Prompt.objects.filter(pk=prompt.pk).update(n_labels=F("n_labels") + 1)
-        filled = Slot.objects.filter(pk=lease.slot_id, lease=lease, filled=False).update(filled=True)
-        if filled != 1:
+        # A control has no slot to fill (services.controls); whether a prompt is one cannot change once
+        # it was leased (prompts_control_set), so the flag read with the lease holds.
+        filled = prompt.is_control or (
+            Slot.objects.filter(pk=lease.slot_id, lease=lease, filled=False).update(filled=True) == 1
+        )
+        if not filled:
             raise LabelRefused("Your lease on this prompt is no longer valid.", code="lease_expired")
         try:
             with transaction.atomic(savepoint=True):
                 label = Label.objects.create(
-                    campaign=campaign, prompt=prompt, worker=worker, lease=lease, slot_id=lease.slot_id,
-                    value=raw, client_token=client_token, leased_at=lease.created_at, created_at=now,
+                    campaign=campaign,
+                    prompt=prompt,
+                    worker=worker,
+                    lease=lease,
+                    slot_id=lease.slot_id,
+                    is_control=prompt.is_control,
+                    value=raw,
+                    client_token=client_token,
+                    leased_at=lease.created_at,
+                    created_at=now,
                 )
         except IntegrityError as exc:
-            raise LabelRefused("This client token was already used for another label.", code="bad_client_token") from exc
+            raise LabelRefused(
+                "This client token was already used for another label.", code="bad_client_token"
+            ) from exc
         lease.status = Lease.Status.SUBMITTED
         lease.save(update_fields=["status"])
-        Slot.objects.filter(prompt_id=prompt.pk, filled=False).update(priority=F("priority") + 1)
+        open_slots = Slot.objects.filter(prompt_id=prompt.pk, filled=False).update(priority=F("priority") + 1)
+        if campaign.k_max is not None and not open_slots and not prompt.is_control:  # adaptive k: stop or extend
+            prompt_stop_decide(campaign=campaign, prompt_id=prompt.pk, now=now)
         participation.n_labels += 1  # the row is locked: no concurrent change to lose
         participation.save(update_fields=["n_labels"])
         # Last lock taken (the campaign's audit statistics); schedules the audit on commit.
-        label_stats_add(label=label, campaign=campaign)
+        label_stats_add(label=label, campaign=campaign, worker_excluded=participation.excluded_at is not None)
         return _ack(label, worker_labels=participation.n_labels, duplicate=False)
 
 
@@ -244,19 +276,27 @@ def label_void(*, label_id: int, reason: str) -> Label:
         label = Label.objects.select_for_update().get(pk=label_id)
         if label.voided_at is not None:
             return label
-        # label_submit's lock order: the worker's Participation, the prompt, then its slots.
-        Participation.objects.filter(campaign_id=label.campaign_id, worker_id=label.worker_id).update(
-            n_labels=F("n_labels") - 1
-        )
-        Prompt.objects.filter(pk=label.prompt_id).update(n_labels=F("n_labels") - 1)
-        Slot.objects.filter(prompt_id=label.prompt_id, filled=False).update(priority=F("priority") - 1)
-        n_labels = Prompt.objects.values_list("n_labels", flat=True).get(pk=label.prompt_id)
-        slot_id = label.slot_id
-        label.voided_at, label.void_reason, label.slot = timezone.now(), reason[:200], None
-        label.save(update_fields=["voided_at", "void_reason", "slot"])
-        Slot.objects.filter(pk=slot_id).update(filled=False, lease=None, lease_expires_at=None, priority=n_labels)
+        label_void_locked(label=label, reason=reason)
         audit_stats_invalidate(campaign_id=label.campaign_id)
     return label
+
+
+@transaction.atomic(savepoint=False)
+def label_void_locked(*, label: Label, reason: str) -> None:
+    """``label_void``'s writes, in the caller's transaction: the caller holds the row lock of ``label``
+    (a counted label) and invalidates the audit statistics itself, once however many labels it voids
+    (``services.quality.worker_recollect`` voids a worker's labels in one transaction)."""
+    # label_submit's lock order: the worker's Participation, the prompt, then its slots.
+    Participation.objects.filter(campaign_id=label.campaign_id, worker_id=label.worker_id).update(
+        n_labels=F("n_labels") - 1
+    )
+    Prompt.objects.filter(pk=label.prompt_id).update(n_labels=F("n_labels") - 1)
+    Slot.objects.filter(prompt_id=label.prompt_id, filled=False).update(priority=F("priority") - 1)
+    n_labels = Prompt.objects.values_list("n_labels", flat=True).get(pk=label.prompt_id)
+    slot_id = label.slot_id
+    label.voided_at, label.void_reason, label.slot = timezone.now(), reason[:200], None
+    label.save(update_fields=["voided_at", "void_reason", "slot"])
+    Slot.objects.filter(pk=slot_id).update(filled=False, lease=None, lease_expires_at=None, priority=n_labels)
 
 
 def _ack(label: Label, *, worker_labels: int | None = None, duplicate: bool) -> LabelAck:
@@ -267,6 +307,10 @@ def _ack(label: Label, *, worker_labels: int | None = None, duplicate: bool) -> 
             .first()
         ) or 0
     return LabelAck(
-        label_id=label.pk, lease_id=label.lease_id, prompt_id=label.prompt_id, created_at=label.created_at,
-        worker_labels=worker_labels, duplicate=duplicate,
+        label_id=label.pk,
+        lease_id=label.lease_id,
+        prompt_id=label.prompt_id,
+        created_at=label.created_at,
+        worker_labels=worker_labels,
+        duplicate=duplicate,
     )

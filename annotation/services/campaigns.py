@@ -1,8 +1,9 @@
 """Writes on campaigns: creation, settings, and the launch / pause / resume / close life cycle."""
+
 from django.db import transaction
 from django.utils import timezone
-from django.utils.text import slugify
 from django.utils.crypto import get_random_string
+from django.utils.text import slugify
 
 from annotation.models import Campaign
 from annotation.services.errors import CampaignStateError
@@ -22,10 +23,15 @@ EDITABLE_FIELDS = {
     "lease_seconds",
     "max_labels_per_worker",
     "policy",
+    "control_rate",
+    "control_first",
+    "k_max",
+    "stop_confidence",
 }
 # The slots of imported prompts were cut for this k and this schema: changing them later would
-# break exactly-k or make imported gold values meaningless.
-FROZEN_ONCE_PROMPTS_EXIST = {"k", "schema", "scale_min", "scale_max"}
+# break exactly-k or make imported gold values meaningless; and a stated stopping rule must hold
+# for every prompt (switching between fixed and adaptive k, or lowering k_max, would break both).
+FROZEN_ONCE_PROMPTS_EXIST = {"k", "schema", "scale_min", "scale_max", "k_max", "stop_confidence"}
 
 TRANSITIONS = {
     "launch": ({Campaign.Status.DRAFT}, Campaign.Status.LIVE),

@@ -1,5 +1,6 @@
 """Writes on personal invitations: making the links, and the first acceptance, which binds a link to
 one person (annotation.models.Invitation)."""
+
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
@@ -55,7 +56,9 @@ def invitation_accept(*, invitation: Invitation) -> Acceptance:
     raw = get_random_string(CODE_LENGTH, allowed_chars=CODE_CHARS)
     with transaction.atomic(durable=True):
         user = get_user_model().objects.create_user(username=f"guest-{get_random_string(10).lower()}", password=raw)
-        taken = Invitation.objects.filter(pk=invitation.pk, user__isnull=True).update(user=user, accepted_at=timezone.now())
+        taken = Invitation.objects.filter(pk=invitation.pk, user__isnull=True).update(
+            user=user, accepted_at=timezone.now()
+        )
         if taken != 1:
             raise InvitationTaken("Somebody has already used this invitation.")
     return Acceptance(user=user, code=f"{raw[:4]}-{raw[4:]}")

@@ -1,4 +1,5 @@
 """Importing prompts: all or nothing."""
+
 import hashlib
 import random
 
@@ -12,7 +13,8 @@ BULK_BATCH = 2000
 
 
 def prompts_import(*, campaign: Campaign, data: bytes, filename: str, user=None) -> ImportBatch:
-    """Validate the whole file, then create its prompts and their k slots in one transaction.
+    """Validate the whole file, then create its prompts and their k slots in one transaction (a control
+    prompt, the file's ``control`` column, gets none: ``services.controls``).
 
     Raises PromptFileError (nothing imported) for any bad row, for a file already imported into this
     campaign, or for ids the campaign already has.
@@ -28,25 +30,49 @@ def prompts_import(*, campaign: Campaign, data: bytes, filename: str, user=None)
             previous = ImportBatch.objects.filter(campaign=campaign, sha256=digest).first()
             if previous:
                 raise PromptFileError(
-                    [(0, f"this file was already imported as {previous.filename!r} on {previous.created_at:%Y-%m-%d %H:%M} UTC")]
+                    [
+                        (
+                            0,
+                            f"this file was already imported as {previous.filename!r} "
+                            f"on {previous.created_at:%Y-%m-%d %H:%M} UTC",
+                        )
+                    ]
                 )
             existing = _existing_ids(campaign, [row.external_id for row in rows])
             if existing:
                 raise PromptFileError(
-                    [(row.line, f"id {row.external_id!r} is already in this campaign") for row in rows if row.external_id in existing]
+                    [
+                        (row.line, f"id {row.external_id!r} is already in this campaign")
+                        for row in rows
+                        if row.external_id in existing
+                    ]
                 )
             batch = ImportBatch.objects.create(
                 campaign=campaign, filename=filename[:255], sha256=digest, n_prompts=len(rows), created_by=user
             )
             prompts = Prompt.objects.bulk_create(
                 [
-                    Prompt(campaign=campaign, batch=batch, external_id=r.external_id, text=r.text, options=r.options, gold=r.gold, group=r.group)
+                    Prompt(
+                        campaign=campaign,
+                        batch=batch,
+                        external_id=r.external_id,
+                        text=r.text,
+                        options=r.options,
+                        gold=r.gold,
+                        group=r.group,
+                        is_control=r.is_control,
+                    )
                     for r in rows
                 ],
                 batch_size=BULK_BATCH,
             )
             Slot.objects.bulk_create(
-                (Slot(campaign=campaign, prompt=p, index=i, rand=random.random()) for p in prompts for i in range(campaign.k)),
+                (
+                    Slot(campaign=campaign, prompt=p, index=i, rand=random.random())
+                    for p in prompts
+                    if not p.is_control
+                    for i in range(campaign.k)
+                ),
                 batch_size=BULK_BATCH,
             )
     except IntegrityError as exc:
@@ -59,5 +85,7 @@ def _existing_ids(campaign: Campaign, ids: list[str]) -> set[str]:
     found = set()
     for start in range(0, len(ids), 900):  # stay under SQLite's bound-parameter limit
         chunk = ids[start : start + 900]
-        found.update(Prompt.objects.filter(campaign=campaign, external_id__in=chunk).values_list("external_id", flat=True))
+        found.update(
+            Prompt.objects.filter(campaign=campaign, external_id__in=chunk).values_list("external_id", flat=True)
+        )
     return found

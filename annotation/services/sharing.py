@@ -1,4 +1,5 @@
 """Sharing a campaign: its owner lets other users manage it as collaborators."""
+
 from django.contrib.auth import get_user_model
 from django.db import transaction
 

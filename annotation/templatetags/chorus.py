@@ -1,4 +1,5 @@
 """Template filters of the browser UI: ``{% load chorus %}``."""
+
 import markdown as markdown_lib
 import nh3
 from django import template

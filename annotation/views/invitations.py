@@ -4,6 +4,7 @@ An invitation is one person (annotation.models.Invitation). The first browser to
 guest account and a re-entry code, shown once; from then on the link opens that account only, in a
 browser signed in to it or after the code is typed (through the sign-in throttle).
 """
+
 from django.contrib import messages
 from django.contrib.auth import authenticate, login
 from django.contrib.auth.decorators import login_required
@@ -26,10 +27,14 @@ def campaign_invitation(request, slug):
         except services.ServiceError as exc:
             form.add_error("notes", exc.message)
         else:
-            messages.success(request, f"Made {len(made)} invitation link{'s' if len(made) > 1 else ''}, listed first below.")
+            messages.success(
+                request, f"Made {len(made)} invitation link{'s' if len(made) > 1 else ''}, listed first below."
+            )
             return redirect("campaign_invitation", slug=slug)
     context = {
-        "campaign": campaign, "form": form, "invitations": selectors.invitations_of(campaign=campaign),
+        "campaign": campaign,
+        "form": form,
+        "invitations": selectors.invitations_of(campaign=campaign),
         "origin": request.build_absolute_uri("/").rstrip("/"),
     }
     return render(request, "annotation/invitation.html", context, status=400 if request.method == "POST" else 200)
@@ -45,7 +50,8 @@ def worker_join(request, slug, token):
     if request.user.is_authenticated and invitation.user_id in (None, request.user.pk):
         if invitation.user_id is None:  # somebody with an account already labels with it
             messages.info(
-                request, f"You are signed in as {request.user.get_username()}, so you label with this account; "
+                request,
+                f"You are signed in as {request.user.get_username()}, so you label with this account; "
                 "the invitation stays unused.",
             )
         return redirect("worker_campaign", slug=slug)

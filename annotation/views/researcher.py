@@ -6,6 +6,7 @@ through ``campaign_for_user``, which answers 404 to users who neither own nor sh
 it is shared with goes through ``campaign_for_owner`` instead (owner or staff; 403 for collaborators),
 the same rule as the API's.
 """
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -20,6 +21,9 @@ from annotation.forms import CampaignForm, CollaboratorAddForm, CollaboratorForm
 from annotation.importing import PromptFileError
 from annotation.permissions import campaign_for_owner, is_campaign_owner
 from annotation.services.campaigns import TRANSITIONS
+from annotation.views.adaptive import adaptive_k_context
+from annotation.views.controls import controls_context
+from annotation.views.rules import rules_context
 
 
 def home(request):
@@ -73,6 +77,9 @@ def _detail(request, campaign, *, upload_form=None, import_errors=None, share_fo
         "collaborators": campaign.collaborators.order_by("username"),
         "may_share": may_share,
         "share_form": (share_form or CollaboratorAddForm(campaign=campaign)) if may_share else None,
+        **rules_context(campaign=campaign),
+        **controls_context(campaign=campaign),
+        **adaptive_k_context(request=request, campaign=campaign),
     }
     return render(request, "annotation/campaign_detail.html", context, status=status)
 

@@ -1,12 +1,13 @@
 """The labeling page, shared by every channel: native workers (worker.py), MTurk's frame and panel links
-(annotation/channels/views.py). Each channel's view finds the lease its own way, then uses these for what
-is the same everywhere: the form's POST, the page's context, the heartbeat and giving a prompt back; it
+(annotation/channels/views/mturk.py, panel.py). Each channel's view finds the lease its own way, then uses these
+for what is the same everywhere: the form's POST, the page's context, the heartbeat and giving a prompt back; it
 adds only what is its own (MTurk's signed token, the panel's quota, the native "Stop for now" button, ...).
 
 MTurk's page has no "Skip": on MTurk a worker declines an assignment by returning the HIT, which MTurk's
 own page always offers; the slot is free again when the lease runs out, and the worker is never shown
 that prompt again. A Skip would be a second way to do that, through one more cookieless POST endpoint.
 """
+
 from dataclasses import dataclass
 
 from django.contrib import messages
@@ -40,7 +41,9 @@ class LabelPost:
         return None
 
 
-def label_post(request, *, campaign: Campaign, lease: Lease, worker: Worker, client_token: str | None = None) -> LabelPost:
+def label_post(
+    request, *, campaign: Campaign, lease: Lease, worker: Worker, client_token: str | None = None
+) -> LabelPost:
     """Submit the label a task page POSTed for ``lease`` (with its prompt loaded).
 
     ``client_token`` defaults to the one rendered into the form; MTurk passes its per-assignment token
@@ -62,8 +65,17 @@ def lease_is_live(lease: Lease) -> bool:
 
 
 def render_task(
-    request, template_name: str, *, campaign: Campaign, lease: Lease, form_action: str, heartbeat_url: str,
-    client_token: str | None = None, error: str | None = None, quota_left: int | None = None, **extra,
+    request,
+    template_name: str,
+    *,
+    campaign: Campaign,
+    lease: Lease,
+    form_action: str,
+    heartbeat_url: str,
+    client_token: str | None = None,
+    error: str | None = None,
+    quota_left: int | None = None,
+    **extra,
 ):
     """The labeling page for ``lease``; a 400 when it shows ``error`` (label_post's). ``quota_left`` is a
     channel's own limit on the labels still wanted from this worker, if any (a panel's quota per session).

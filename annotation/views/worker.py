@@ -4,6 +4,7 @@ The loop: ``next`` asks lease_acquire for a prompt and redirects to its ``task``
 the label back to itself, then goes to ``next`` again. While the page is open, static/js/label.js
 sends a heartbeat every third of the lease length.
 """
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -80,9 +81,15 @@ def worker_task(request, slug, lease_id):
             messages.warning(request, "Your time on that prompt ran out; here is another one.")
         return redirect("worker_next", slug=slug)
     return render_task(
-        request, "annotation/worker_task.html", campaign=campaign, lease=lease, error=error,
-        form_action=request.path, heartbeat_url=reverse("worker_heartbeat", args=[slug, lease.pk]),
-        skip_url=reverse("worker_skip", args=[slug, lease.pk]), stop_url=reverse("worker_stop", args=[slug, lease.pk]),
+        request,
+        "annotation/worker_task.html",
+        campaign=campaign,
+        lease=lease,
+        error=error,
+        form_action=request.path,
+        heartbeat_url=reverse("worker_heartbeat", args=[slug, lease.pk]),
+        skip_url=reverse("worker_skip", args=[slug, lease.pk]),
+        stop_url=reverse("worker_stop", args=[slug, lease.pk]),
     )
 
 
@@ -99,7 +106,10 @@ def worker_stop(request, slug, lease_id):
     """The worker stops for now: their prompt goes back to the pool at once."""
     worker = services.worker_for_user(user=request.user)
     lease_give_back(
-        request, lease_id=lease_id, worker=worker, campaign_slug=slug,
+        request,
+        lease_id=lease_id,
+        worker=worker,
+        campaign_slug=slug,
         message="You stopped; the prompt you had went back to the pool. Come back whenever you like.",
     )
     return redirect("worker_campaign", slug=slug)

@@ -10,11 +10,6 @@
   var url = root.dataset.url;
   var pollMs = parseInt(root.dataset.pollMs, 10) || 2000;
 
-  var NUMBERS = ["level_noise", "pattern_noise_orig", "pattern_noise_mod", "system_noise_orig", "system_noise_mod", "residual"];
-  var NAMES = {
-    level_noise: "LN", pattern_noise_orig: "PN orig", pattern_noise_mod: "PN mod",
-    system_noise_orig: "SN orig", system_noise_mod: "SN mod", residual: "residual"
-  };
   var COLORS = ["#2856c8", "#c0392b", "#e67e22", "#1e7a3c", "#8e44ad", "#5d6675", "#16a085", "#d4ac0d", "#7f8c8d", "#2c3e50", "#a04000"];
   var FULL_CHARTS = ["chart-accuracy", "chart-scatter", "chart-min-noise", "chart-min-prompts", "chart-max-noise", "chart-max-prompts"];
   var EMPTY = {
@@ -22,12 +17,11 @@
     noFull: "Waiting for the full audit: it starts with the first labels and reruns as they grow (“Recompute now” runs it at once).",
     noScored: "No worker can be scored yet: that needs prompts labeled by at least two other workers who do not tie."
   };
-  // With two answer values every α level equals the nominal one and every AC2 weighting equals AC1.
-  var BINARY_AGREEMENT = ["alpha_nominal", "gwet_ac1"];
   // The y axes of a filter's two charts get the same width, so their shared threshold axes line up.
   var Y_AXIS_WIDTH = 64;
 
-  var state = { haveFull: -1, report: null, workers: [], sort: { key: "labels", desc: true }, charts: {},
+  // numbers: the six numbers as the feed names them ({key, name, short}), in the glossary's order.
+  var state = { haveFull: -1, report: null, workers: [], numbers: [], sort: { key: "labels", desc: true }, charts: {},
                 etag: null, last: null, receivedAt: 0, unchanged: 0 };
 
   function $(id) { return document.getElementById(id); }
@@ -82,13 +76,17 @@
       if (state.charts[id]) { state.charts[id].destroy(); delete state.charts[id]; }
     }
   }
+  function shortName(key) {
+    var found = state.numbers.filter(function (n) { return n.key === key; })[0];
+    return found ? found.short : key;
+  }
   function lineSets(rows, x) {
-    return NUMBERS.map(function (k, i) {
+    return state.numbers.map(function (n, i) {
       return {
         // lines without points, except a lone point (a first snapshot), which a line cannot show
-        label: NAMES[k], borderColor: COLORS[i], backgroundColor: COLORS[i], pointRadius: rows.length > 1 ? 0 : 3, borderWidth: 2,
+        label: n.short, borderColor: COLORS[i], backgroundColor: COLORS[i], pointRadius: rows.length > 1 ? 0 : 3, borderWidth: 2,
         spanGaps: false,
-        data: rows.map(function (r) { return { x: x(r), y: r[k] === undefined ? null : r[k] }; })
+        data: rows.map(function (r) { return { x: x(r), y: r[n.key] === undefined ? null : r[n.key] }; })
       };
     });
   }
@@ -123,7 +121,7 @@
     }
     var rows = sweep.threshold.map(function (t, i) {
       var r = { t: t };
-      NUMBERS.forEach(function (k) { r[k] = sweep[k][i]; });
+      state.numbers.forEach(function (n) { r[n.key] = sweep[n.key][i]; });
       return r;
     });
     var word = kind === "min" ? "at least" : "at most";
@@ -202,24 +200,24 @@
     chart("chart-scatter", {
       type: "scatter",
       data: { datasets: datasets },
-      options: { scales: { x: axis(NAMES[noise] + " on the worker's prompts", { type: "linear" }), y: axis("leave-one-out accuracy", { min: 0, max: 1 }) } }
+      options: { scales: { x: axis(shortName(noise) + " on the worker's prompts", { type: "linear" }), y: axis("leave-one-out accuracy", { min: 0, max: 1 }) } }
     });
   }
 
   /* ---------------------------------------------------------------- tables and text */
   function drawFreshness(d) {
-    var s = d.status, cheap = d.cheap, box = $("freshness");
+    var s = d.status, quick = d.quick, box = $("freshness");
     box.classList.toggle("stale", !!s.stale);
     box.dataset.stale = s.stale ? "true" : "false";
-    if (!cheap) {
+    if (!quick) {
       text(box, s.labels ? (s.labels + " labels, not audited yet" + (s.stale ? " — stale since " + clock(s.stale_since) : "…")) : "No labels yet.");
       return;
     }
-    var age = (new Date(d.now) - new Date(cheap.computed_at)) / 1000;
-    var msg = "Numbers from " + seconds(age) + " ago (" + clock(cheap.computed_at) + "), including ";
+    var age = (new Date(d.now) - new Date(quick.computed_at)) / 1000;
+    var msg = "Numbers from " + seconds(age) + " ago (" + clock(quick.computed_at) + "), including ";
     box.textContent = "";
     box.appendChild(document.createTextNode(msg));
-    var audited = el("strong", String(cheap.watermark));
+    var audited = el("strong", String(quick.watermark));
     audited.id = "audited-labels";
     box.appendChild(audited);
     box.appendChild(document.createTextNode(" of " + s.labels + " labels."));
@@ -237,24 +235,24 @@
     $("download-md").hidden = !f;
   }
 
-  function drawNumbers(cheap) {
-    if (!cheap) return;
-    NUMBERS.forEach(function (k) {
-      var cell = document.querySelector('[data-number="' + k + '"]');
-      var v = cheap[k];
+  function drawNumbers(quick) {
+    if (!quick) return;
+    state.numbers.forEach(function (n) {
+      var cell = document.querySelector('[data-number="' + n.key + '"]');
+      var v = quick[n.key];
       cell.textContent = v === null ? "undefined" : fmt(v);
-      cell.title = v === null ? ((cheap.reasons || {})[k] || "") : "";
+      cell.title = v === null ? ((quick.reasons || {})[n.key] || "") : "";
     });
-    text($("sd-convention"), cheap.sd);
-    text($("counts"), cheap.n_workers + " workers, " + cheap.n_prompts + " prompts, " + cheap.n_labels +
-      " unit labels audited; " + cheap.n_invalid + " invalid (outside the binarization map, not audited).");
-    var p = cheap.progress;
+    text($("sd-convention"), quick.sd);
+    text($("counts"), quick.n_workers + " workers, " + quick.n_prompts + " prompts, " + quick.n_labels +
+      " unit labels audited; " + quick.n_invalid + " invalid (outside the binarization map, not audited).");
+    var p = quick.progress;
     $("progress").max = p.labels_wanted || 1;
     $("progress").value = p.labels;
     text($("progress-text"), p.labels + " of " + p.labels_wanted + " labels (" + fmt(p.percent, 0) + " %) · " +
       p.prompts_complete + " of " + p.n_prompts + " prompts complete (k = " + p.k + ")");
-    if (cheap.partitions) {
-      var parts = Object.keys(cheap.partitions).map(function (dd) { return "minority " + dd + ": " + cheap.partitions[dd]; });
+    if (quick.partitions) {
+      var parts = Object.keys(quick.partitions).map(function (dd) { return "minority " + dd + ": " + quick.partitions[dd]; });
       text($("partitions"), "Prompts with k = " + p.k + " labels by minority count — " + parts.join(", ") + ".");
     }
   }
@@ -272,6 +270,23 @@
   }
 
   function interval(ci) { return ci ? fmt(ci[0], 3) + "–" + fmt(ci[1], 3) : "—"; }
+  function signed(x) { return (x > 0 ? "+" : "") + fmt(x, 2); }
+  function bias(w) {
+    if (w.bias === null || w.bias === undefined) return "—";
+    return signed(w.bias) + (w.bias_ci ? " [" + signed(w.bias_ci[0]) + ", " + signed(w.bias_ci[1]) + "]" : "") + " (N = " + w.n_compared + ")";
+  }
+  function topAnswer(w) {
+    if (w.top_share === null || w.top_share === undefined) return "—";
+    return fmt(w.top_value, 0) + ": " + Math.round(w.top_share * 100) + " %";
+  }
+  function controls(w) {
+    if (w.control_accuracy === null || w.control_accuracy === undefined) return "—";
+    return fmt(w.control_accuracy, 2) + " [" + fmt(w.control_ci[0], 2) + ", " + fmt(w.control_ci[1], 2) + "] (N = " + w.n_controls + ")";
+  }
+  function pace(w) {
+    if (w.median_seconds === null || w.median_seconds === undefined) return "—";
+    return fmt(w.median_seconds, 1) + " s" + (w.speed_ratio === null ? "" : " (" + fmt(w.speed_ratio, 2) + "×)");
+  }
   /* A cell with its column's name, which a phone shows next to it (the table stacks there). */
   function cell(label, content, cls) {
     var td = el("td", content, cls);
@@ -283,10 +298,12 @@
     var body = $("workers-body");
     var rows = sortWorkers();
     var gold = rows.some(function (w) { return w.accuracy_gold !== null && w.accuracy_gold !== undefined; });
+    var control = rows.some(function (w) { return w.n_controls > 0; });
     document.querySelectorAll(".gold-only").forEach(function (node) { node.hidden = !gold; });
+    document.querySelectorAll(".controls-only").forEach(function (node) { node.hidden = !control; });
     body.textContent = "";
     if (!rows.length) {
-      var empty = el("tr"); var td = el("td", "No labels yet.", "muted"); td.colSpan = 7; empty.appendChild(td); body.appendChild(empty);
+      var empty = el("tr"); var td = el("td", "No labels yet.", "muted"); td.colSpan = 11; empty.appendChild(td); body.appendChild(empty);
       return;
     }
     rows.forEach(function (w) {
@@ -299,6 +316,10 @@
       if (gold) {
         tr.appendChild(cell("accuracy vs gold", w.accuracy_gold === null ? "—" : fmt(w.accuracy_gold, 3) + " (N = " + w.n_scored_gold + ")", "num"));
       }
+      tr.appendChild(cell("bias (95 % interval)", bias(w), "num"));
+      tr.appendChild(cell("most frequent answer", topAnswer(w), "num"));
+      if (control) tr.appendChild(cell("control accuracy", controls(w), "num"));
+      tr.appendChild(cell("time", pace(w), "num"));
       var flags = cell("", null, "flags");
       (w.flags || []).forEach(function (f) { flags.appendChild(el("span", f.text, "flag flag-" + f.kind.replace("_", "-"))); });
       tr.appendChild(flags);
@@ -314,22 +335,21 @@
       var li = el("li");
       li.appendChild(el("strong", u.unit));
       li.appendChild(document.createTextNode(" " + u.text + " "));
-      var labels = u.labels.map(function (l) { return l.value + (l.unit === null ? " (invalid)" : ""); }).join(", ");
+      var labels = u.labels.map(function (l) { return l.value + (l.scaled === null ? " (invalid)" : ""); }).join(", ");
       li.appendChild(el("span", "— " + u.count + " labels, mean " + fmt(u.mean, 2) + ": " + labels, "muted"));
       list.appendChild(li);
     });
   }
 
-  function drawAgreement(rows) {
+  /* The rows that apply (the feed leaves out those that would repeat others, and says why in the note). */
+  function drawAgreement(rows, why) {
     if (!rows) return;
     var body = $("agreement-body");
     body.textContent = "";
-    var binary = rows.length && rows.every(function (r) { return r.n_categories !== null && r.n_categories <= 2; });
-    var shown = binary ? rows.filter(function (r) { return BINARY_AGREEMENT.indexOf(r.key) >= 0; }) : rows;
     var note = $("agreement-note");
-    note.hidden = !binary;
-    text(note, binary ? "The answers take two values, so α at every level equals the nominal α and AC2 under every weighting equals AC1; the report lists them all." : "");
-    shown.forEach(function (r) {
+    note.hidden = !why;
+    text(note, why || "");
+    rows.forEach(function (r) {
       var tr = el("tr");
       tr.dataset.key = r.key;
       tr.appendChild(el("td", r.name));
@@ -349,7 +369,7 @@
     var filters = full.report.filters || {};
     drawSweep("min", filters.min);
     drawSweep("max", filters.max);
-    drawAgreement(full.agreement);
+    drawAgreement(full.agreement, full.agreement_note);
   }
 
   function drawPower(full) {
@@ -357,22 +377,34 @@
     if (summary && summary.min_scored_for_power !== undefined) text($("min-scored"), String(summary.min_scored_for_power));
   }
 
+  function drawQualityRule(quick) {
+    var quality = quick && quick.worker_quality;
+    if (!quality) return;
+    if (quality.n_control_prompts) text($("min-controls"), String(quality.rule.min_controls));
+    text($("campaign-median"), quality.campaign_median_seconds === null ? "—" : fmt(quality.campaign_median_seconds, 1) + " s");
+  }
+
   function render(d) {
+    state.numbers = d.numbers;
     drawFreshness(d);
-    drawNumbers(d.cheap);
-    if (d.cheap) drawHistory(d.history || []); else emptyState("chart-history", EMPTY.noLabels);
+    drawNumbers(d.quick);
+    if (d.quick) drawHistory(d.history || []); else emptyState("chart-history", EMPTY.noLabels);
     if (!d.full) {
       FULL_CHARTS.forEach(function (id) { emptyState(id, d.status.labels ? EMPTY.noFull : EMPTY.noLabels); });
     }
     state.workers = (d.workers || []).map(function (w) {
-      w.flagged = (w.straight_lining ? 2 : 0) + (w.outlier ? 1 : 0);
+      // Sorted by flags: straight-lining and control accuracy (what quality rules measure) weigh most.
+      w.flagged = (w.flags || []).reduce(function (score, f) {
+        return score + ({ straight_lining: 2, control_accuracy: 2, too_fast: 1, outlier: 1 }[f.kind] || 0);
+      }, 0);
       return w;
     });
     drawWorkers();
     drawAmbiguous(d.ambiguous || []);
     drawFull(d.full);
     drawPower(d.full);
-    root.dataset.watermark = d.cheap ? String(d.cheap.watermark) : "0";
+    drawQualityRule(d.quick);
+    root.dataset.watermark = d.quick ? String(d.quick.watermark) : "0";
   }
 
   /* The last feed as of now: its clock moved on by the time since it arrived (for the ages shown). */

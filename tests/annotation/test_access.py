@@ -1,13 +1,14 @@
 """Drafts are private: until a campaign is launched, every worker-facing URL of it (its page, its
 invitation links, its panel link, the worker API) answers only its managers, and everybody else gets
 the 404 of a slug that does not exist (``selectors.campaigns_for_workers``)."""
+
 import pytest
-from django.test import Client
 from rest_framework.test import APIClient
 
 from annotation import selectors, services
 from annotation.channels.services import publication_create_panel
 from annotation.models import Lease, Worker
+from tests.helpers import signed_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -43,17 +44,10 @@ def missing_urls() -> dict[str, str]:
     }
 
 
-def client_as(user=None) -> Client:
-    client = Client()
-    if user is not None:
-        client.force_login(user)
-    return client
-
-
 @pytest.mark.parametrize("who", ["anonymous", "stranger"])
 @pytest.mark.parametrize("url", ["page", "join", "next", "panel"])
 def test_a_draft_is_a_404_like_a_missing_slug_for_everybody_but_its_managers(draft, make_user, who, url):
-    client = client_as(make_user("stranger") if who == "stranger" else None)
+    client = signed_in(make_user("stranger") if who == "stranger" else None)
     workers = Worker.objects.count()
     draft_url, missing_url = worker_urls(draft)[url], missing_urls()[url]
     response, missing = client.get(draft_url), client.get(missing_url)
@@ -63,7 +57,9 @@ def test_a_draft_is_a_404_like_a_missing_slug_for_everybody_but_its_managers(dra
     # The same answer, path aside: nothing tells a guessed slug from a wrong one.
     draft_path, missing_path = draft_url.split("?")[0].encode(), missing_url.split("?")[0].encode()
     assert response.content.replace(draft_path, b"PATH") == missing.content.replace(missing_path, b"PATH")
-    assert response.get("Location", "").replace(draft.slug, "SLUG") == missing.get("Location", "").replace(MISSING, "SLUG")
+    assert response.get("Location", "").replace(draft.slug, "SLUG") == missing.get("Location", "").replace(
+        MISSING, "SLUG"
+    )
     assert b"Secret benchmark" not in response.content and b"Unreleased" not in response.content
     assert Worker.objects.count() == workers  # the panel link made no participant either
 
@@ -87,7 +83,7 @@ def test_managers_preview_the_draft_workers_page(draft, make_user, manager):
     user = {"researcher": draft.owner, "colleague": draft.collaborators.get()}.get(manager) or make_user(
         "staffer", is_staff=True
     )
-    client = client_as(user)
+    client = signed_in(user)
     page = client.get(f"/w/{draft.slug}/")
     assert page.status_code == 200 and b"Unreleased <strong>plans</strong>" in page.content
     assert b"Preview: this campaign is not launched yet." in page.content
@@ -99,7 +95,7 @@ def test_managers_preview_the_draft_workers_page(draft, make_user, manager):
 
 
 def test_launch_opens_the_draft_to_everybody(draft):
-    client = client_as()
+    client = signed_in()
     assert client.get(f"/w/{draft.slug}/").status_code == 404
     services.campaign_transition(campaign=draft, action="launch")
     page = client.get(f"/w/{draft.slug}/")
@@ -110,8 +106,8 @@ def test_launch_opens_the_draft_to_everybody(draft):
 
 def test_a_campaign_closed_before_launch_stays_private(draft, make_user):
     services.campaign_transition(campaign=draft, action="close")
-    assert client_as().get(f"/w/{draft.slug}/").status_code == 404
-    assert client_as(draft.owner).get(f"/w/{draft.slug}/").status_code == 200
+    assert signed_in().get(f"/w/{draft.slug}/").status_code == 404
+    assert signed_in(draft.owner).get(f"/w/{draft.slug}/").status_code == 200
 
 
 def test_a_launched_campaign_with_several_collaborators_is_found_once(make_campaign, make_user):
@@ -121,4 +117,4 @@ def test_a_launched_campaign_with_several_collaborators_is_found_once(make_campa
     campaign.collaborators.add(make_user("c1"), make_user("c2"))
     stranger = make_user("stranger")
     assert selectors.campaign_for_workers(slug=campaign.slug, user=stranger) == campaign
-    assert client_as(campaign.collaborators.first()).get(f"/w/{campaign.slug}/").status_code == 200
+    assert signed_in(campaign.collaborators.first()).get(f"/w/{campaign.slug}/").status_code == 200

@@ -1,9 +1,11 @@
 """Issue 10: bad input a newcomer meets is refused with a clear message, and nothing is written.
 
 Each refusal is checked at the service, then through the web pages (upload form, campaign form, task
-page) and the ``import_prompts`` command; tests/api/test_bad_input.py checks the REST API. File-level
-rules (every line, every message) are in test_import.py.
+page) and the ``import_prompts`` command; tests/api/test_bad_input.py checks the REST API. Bad prompt
+files are one table, tests/helpers.py's ``BAD_PROMPT_FILES``: every case at the service (test_import.py)
+and through the API (tests/api/test_malformed_inputs.py), ``THROUGH_EVERY_ENTRY_POINT`` also here.
 """
+
 import json
 
 import pytest
@@ -14,39 +16,21 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from annotation import services
-from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot
+from annotation.models import Campaign, Label, Lease, Prompt, Slot
+from tests.helpers import (
+    BAD_PROMPT_FILES,
+    BINARIZATION,
+    THROUGH_EVERY_ENTRY_POINT,
+    campaign_fields,
+    import_counts,
+    jsonl,
+)
 
 pytestmark = pytest.mark.django_db
 
-BINARIZATION = {"1": 0, "2": 0, "3": 1, "4": 1}
 # The brief's map: "1" and "01" are one value, and a dict silently kept the later.
 TWO_SPELLINGS = {"1": 1, "01": 0, "4": 1}
 TWO_SPELLINGS_MESSAGE = "'1' and '01' are both 1: give each value once."
-
-
-def jsonl(*rows) -> bytes:
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
-
-
-def counts():
-    return Prompt.objects.count(), Slot.objects.count(), ImportBatch.objects.count(), Label.objects.count()
-
-
-@pytest.fixture
-def rating(researcher):
-    """A live 1–4 rating campaign with two prompts."""
-    campaign = services.campaign_create(
-        owner=researcher, title="Rating", schema="rating", scale_min=1, scale_max=4, k=2, binarization=BINARIZATION
-    )
-    services.prompts_import(campaign=campaign, data=jsonl({"id": "r0", "text": "one"}, {"id": "r1", "text": "two"}),
-                            filename="seed.jsonl")
-    return services.campaign_transition(campaign=campaign, action="launch")
-
-
-@pytest.fixture
-def researcher_client(client, researcher):
-    client.force_login(researcher)
-    return client
 
 
 def assert_lease_untouched(lease):
@@ -73,15 +57,12 @@ def test_a_rating_refuses_true_and_false(rating, make_worker, value):
     assert_lease_untouched(lease)
 
 
-def test_a_per_option_rating_refuses_true_as_one_rating(researcher, make_worker):
-    campaign = services.campaign_create(owner=researcher, title="Options", schema="option_rating", scale_min=1,
-                                        scale_max=4, k=1, binarization=BINARIZATION)
-    services.prompts_import(campaign=campaign, data=jsonl({"id": "o", "text": "t", "options": ["a", "b"]}),
-                            filename="o.jsonl")
-    services.campaign_transition(campaign=campaign, action="launch")
+def test_a_per_option_rating_refuses_true_as_one_rating(per_option, make_worker):
     worker = make_worker()
-    lease = services.lease_acquire(campaign=campaign, worker=worker)
-    with pytest.raises(services.LabelRefused, match="The rating of option 1 must be one of 1, 2, 3, 4; got true"):
+    lease = services.lease_acquire(campaign=per_option, worker=worker)
+    with pytest.raises(
+        services.LabelRefused, match="The rating of option 1 must be one of 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10; got true"
+    ):
         services.label_submit(lease_id=lease.pk, worker=worker, value=[True, 3], client_token="t1")
     assert_lease_untouched(lease)
 
@@ -110,55 +91,47 @@ def test_the_task_page_refuses_digits_int_cannot_read(client, make_user, make_ca
 
 # --- 2., 3., 5. prompt files: through the upload form and the command ---------------------------------
 
-BAD_FILES = {
-    "an id that is an object": (
-        "p.jsonl", jsonl({"id": "x0", "text": "fine"}, {"id": {"a": 1}, "text": "t"}),
-        (2, "the id must be a string or a whole number, not an object"),
-    ),
-    "an id that is a list": (
-        "p.jsonl", jsonl({"id": ["a"], "text": "t"}), (1, "the id must be a string or a whole number, not a list"),
-    ),
-    "a repeated column": ("p.csv", b"id,text,text\nx1,one,two\n", (1, "column 'text' appears more than once in the header")),
-    "line numbers past a U+2028": (
-        "p.jsonl", jsonl({"id": "x0", "text": "a\u2028b\u2029c\u0085d"}, {"id": "x1"}), (2, "missing field 'text'"),
-    ),
-}
 
-
-@pytest.mark.parametrize("case", list(BAD_FILES))
-def test_the_upload_form_refuses_a_bad_file_naming_its_line(researcher_client, make_campaign, case):
-    filename, data, error = BAD_FILES[case]
-    campaign = make_campaign(2, launch=False)
-    before = counts()
+@pytest.mark.parametrize("case", THROUGH_EVERY_ENTRY_POINT)
+def test_the_upload_form_refuses_a_bad_file_naming_each_line(request, researcher_client, case):
+    bad = BAD_PROMPT_FILES[case]
+    campaign = request.getfixturevalue(bad.campaign)
+    before = import_counts()
     response = researcher_client.post(
-        reverse("campaign_import", args=[campaign.slug]), {"file": SimpleUploadedFile(filename, data)}
+        reverse("campaign_import", args=[campaign.slug]), {"file": SimpleUploadedFile(bad.filename, bad.data)}
     )
     assert response.status_code == 400
-    assert response.context["import_errors"] == [error]
-    assert f"Line {error[0]}: {error[1]}".encode() in response.content.replace(b"&#x27;", b"'")
-    assert counts() == before
+    assert response.context["import_errors"] == bad.errors
+    for line, message in bad.errors:
+        assert f"Line {line}: {message}".encode() in response.content.replace(b"&#x27;", b"'")
+    assert import_counts() == before
 
 
-@pytest.mark.parametrize("case", list(BAD_FILES))
-def test_import_prompts_refuses_a_bad_file_naming_its_line(make_campaign, tmp_path, case):
-    filename, data, (line, message) = BAD_FILES[case]
-    campaign = make_campaign(2, launch=False)
-    path = tmp_path / filename
-    path.write_bytes(data)
-    before = counts()
+@pytest.mark.parametrize("case", THROUGH_EVERY_ENTRY_POINT)
+def test_import_prompts_refuses_a_bad_file_naming_each_line(request, tmp_path, case):
+    bad = BAD_PROMPT_FILES[case]
+    campaign = request.getfixturevalue(bad.campaign)
+    path = tmp_path / bad.filename
+    path.write_bytes(bad.data)
+    before = import_counts()
     with pytest.raises(CommandError) as refused:
         call_command("import_prompts", campaign.slug, str(path))
-    assert f"  line {line}: {message}" in str(refused.value).splitlines()
-    assert counts() == before
+    for line, message in bad.errors:
+        assert f"  line {line}: {message}" in str(refused.value).splitlines()
+    assert import_counts() == before
 
 
 TEXT_WITH_SEPARATORS = "first\u2028second\u2029third\u0085fourth"
 
 
-@pytest.mark.parametrize("filename, data", [
-    ("p.jsonl", jsonl({"id": "u1", "text": TEXT_WITH_SEPARATORS}, {"id": 2, "text": "two"})),
-    ("p.csv", f'id,text\nu1,{TEXT_WITH_SEPARATORS}\n2,two\n'.encode()),
-], ids=["jsonl", "csv"])
+@pytest.mark.parametrize(
+    "filename, data",
+    [
+        ("p.jsonl", jsonl({"id": "u1", "text": TEXT_WITH_SEPARATORS}, {"id": 2, "text": "two"})),
+        ("p.csv", f"id,text\nu1,{TEXT_WITH_SEPARATORS}\n2,two\n".encode()),
+    ],
+    ids=["jsonl", "csv"],
+)
 def test_text_with_unicode_line_separators_imports_intact(researcher_client, make_campaign, tmp_path, filename, data):
     """Through both entry points: the upload form into one campaign, the command into another."""
     by_form, by_command = make_campaign(0, launch=False), make_campaign(0, launch=False)
@@ -190,19 +163,27 @@ def test_campaign_update_refuses_two_spellings_of_one_value(rating):
     assert rating.binarization == BINARIZATION
 
 
-@pytest.mark.parametrize("typed, message", [
-    ("1=1, 01=0, 4=1", TWO_SPELLINGS_MESSAGE),
-    ("1=0, 2=0, 1=1", "'1' is given twice: give each value once."),
-    ("-3=0, -03=1", "'-3' and '-03' are both -3: give each value once."),
-    ("²=1", "'²=1' is not of the form value=0 or value=1."),  # int("²") raised: a 500
-    ("--1=1", "'--1=1' is not of the form value=0 or value=1."),
-])
+@pytest.mark.parametrize(
+    "typed, message",
+    [
+        ("1=1, 01=0, 4=1", TWO_SPELLINGS_MESSAGE),
+        ("1=0, 2=0, 1=1", "'1' is given twice: give each value once."),
+        ("-3=0, -03=1", "'-3' and '-03' are both -3: give each value once."),
+        ("²=1", "'²=1' is not of the form value=0 or value=1."),  # int("²") raised: a 500
+        ("--1=1", "'--1=1' is not of the form value=0 or value=1."),
+    ],
+)
 def test_the_campaign_form_refuses_a_value_given_twice(researcher_client, typed, message):
-    fields = {
-        "title": "Rated", "instructions": "", "schema": "rating", "positive_text": "True", "negative_text": "False",
-        "scale_min": -4, "scale_max": 4, "binarization": typed, "k": 3, "lease_seconds": 300,
-        "max_labels_per_worker": "", "policy": "random",
-    }
+    fields = campaign_fields(
+        title="Rated",
+        instructions="",
+        schema="rating",
+        positive_text="True",
+        negative_text="False",
+        scale_min=-4,
+        scale_max=4,
+        binarization=typed,
+    )
     response = researcher_client.post(reverse("campaign_create"), fields)
     assert response.status_code == 200
     # First: Campaign.clean(), which never saw a parsed map, adds "Rating scales need a binarization" after it.
@@ -211,10 +192,13 @@ def test_the_campaign_form_refuses_a_value_given_twice(researcher_client, typed,
 
 
 def test_the_campaign_form_stores_a_map_typed_with_leading_zeros_canonically(researcher_client):
-    fields = {
-        "title": "Rated", "instructions": "", "schema": "rating", "positive_text": "True", "negative_text": "False",
-        "scale_min": 1, "scale_max": 4, "binarization": "01=0, 2=0, 03=1, 4=1", "k": 3, "lease_seconds": 300,
-        "max_labels_per_worker": "", "policy": "random",
-    }
+    fields = campaign_fields(
+        title="Rated",
+        instructions="",
+        schema="rating",
+        positive_text="True",
+        negative_text="False",
+        binarization="01=0, 2=0, 03=1, 4=1",
+    )
     assert researcher_client.post(reverse("campaign_create"), fields).status_code == 302
     assert Campaign.objects.get().binarization == BINARIZATION

@@ -1,26 +1,23 @@
 """Management commands: import_prompts, export_labels, and the seeding half of demo."""
+
 import io
 import json
 import socket
 from unittest import mock
 
 import pytest
-from django.core.cache import cache
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
 
 from annotation import demo, selectors, services
 from annotation.crowd import Crowd, Personality
 from annotation.management.commands import demo as demo_command
-from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot
-from tests.conftest import prompts_jsonl
+from annotation.models import Campaign, Label, Lease, Prompt, Slot
+from tests.helpers import import_counts, label_all, prompts_jsonl
 
 pytestmark = pytest.mark.django_db
-
-
-def counts():
-    return Prompt.objects.count(), Slot.objects.count(), ImportBatch.objects.count()
 
 
 # --- import_prompts ---------------------------------------------------------------------------------
@@ -34,7 +31,7 @@ def test_import_prompts_imports_a_file(make_campaign, tmp_path):
     out = io.StringIO()
     call_command("import_prompts", campaign.slug, str(path), stdout=out)
     assert f"Imported 4 prompts into {campaign.slug} from {path}." in out.getvalue()
-    assert counts() == (4, 8, 1)
+    assert import_counts() == (4, 8, 1, 0)
 
 
 @pytest.mark.both_dbs
@@ -42,7 +39,7 @@ def test_import_prompts_lists_every_bad_line_and_imports_nothing(make_campaign, 
     campaign = make_campaign(1, launch=False)
     path = tmp_path / "bad.csv"
     path.write_bytes(b"id,text,gold\nx1,fine,1\nx2,,1\nx3,odd,5\n")
-    before = counts()
+    before = import_counts()
     with pytest.raises(CommandError) as refused:
         call_command("import_prompts", campaign.slug, str(path))
     assert str(refused.value) == (
@@ -50,7 +47,7 @@ def test_import_prompts_lists_every_bad_line_and_imports_nothing(make_campaign, 
         "  line 3: empty text for id 'x2'\n"
         "  line 4: bad gold value: The label must be one of 0, 1; got 5."
     )
-    assert counts() == before
+    assert import_counts() == before
 
 
 def test_import_prompts_exits_non_zero_from_the_command_line(make_campaign, tmp_path, capsys):
@@ -82,9 +79,7 @@ def test_import_prompts_reports_a_missing_file(make_campaign, tmp_path):
 def labeled(make_campaign, make_worker):
     campaign = make_campaign(2, k=1)
     worker = make_worker()
-    for token in ("a", "b"):
-        lease = services.lease_acquire(campaign=campaign, worker=worker)
-        services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token=token)
+    assert label_all(campaign, worker) == 2
     return campaign, worker
 
 
@@ -93,7 +88,10 @@ def test_export_labels_writes_csv_to_stdout(labeled):
     out = io.StringIO()
     call_command("export_labels", campaign.slug, stdout=out)
     lines = out.getvalue().splitlines()
-    assert lines[0] == "worker,prompt,value,gold,group,created_at,leased_at,time_spent_s,campaign,label_id,prompt_text"
+    assert lines[0] == (
+        "worker,prompt,value,gold,group,created_at,leased_at,time_spent_s,campaign,label_id,prompt_text,control,"
+        "excluded,final_k,k_rule"
+    )
     assert len(lines) == 3 and all(line.startswith(f"native:{worker.external_id},p") for line in lines[1:])
 
 
@@ -210,8 +208,15 @@ STUBBORN = Personality("stubborn", accuracy=0.0, volume=None, pause=(0, 0), same
 def test_the_simulated_crowd_labels_through_the_worker_pages(live_server, make_campaign):
     campaign = make_campaign(6, k=2)
     truth = {prompt.text: prompt.gold for prompt in campaign.prompts.all()}
-    crowd = Crowd(base_url=live_server.url, slug=campaign.slug, size=3, truth=truth, pause_scale=0, seed=7,
-                  personalities=(SURE, STUBBORN))
+    crowd = Crowd(
+        base_url=live_server.url,
+        slug=campaign.slug,
+        size=3,
+        truth=truth,
+        pause_scale=0,
+        seed=7,
+        personalities=(SURE, STUBBORN),
+    )
     crowd.start()
     crowd.join(timeout=90)
     assert crowd.active == 0
@@ -254,7 +259,8 @@ def test_a_replenished_crowd_replaces_the_workers_who_leave(live_server, make_ca
     crowd.join(timeout=60)
     # The newcomer has the leaver's personality (brief, not the next in the cycle): the mix stays.
     assert [(r.username, r.personality, r.labels) for r in crowd.results] == [
-        ("crowd-01", "brief", 1), ("crowd-02", "brief", 1)
+        ("crowd-01", "brief", 1),
+        ("crowd-02", "brief", 1),
     ]
     assert Label.objects.filter(campaign=campaign).values("worker").distinct().count() == 2
     crowd.stop()

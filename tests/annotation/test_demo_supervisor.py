@@ -1,8 +1,8 @@
 """``manage.py demo`` keeps its processes going: a Celery worker or web server that dies is restarted,
 the restart is said, and the web server keeps answering meanwhile (never taken down by the worker)."""
+
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -11,15 +11,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.helpers import free_port
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.services
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _children(pid: int) -> list[int]:
@@ -55,13 +51,18 @@ def _wait_for_line(proc, lines: list[str], text: str, timeout: float) -> str:
 
 
 def test_the_demo_restarts_a_dead_celery_worker_and_keeps_the_web_server(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "CHORUS_VAR_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
     for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CHORUS_SQLITE_PATH", "DJANGO_SETTINGS_MODULE"):
         env.pop(name, None)
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "demo", "--no-crowd", "--port", str(port)], cwd=BASE_DIR, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [sys.executable, "manage.py", "demo", "--no-crowd", "--port", str(port)],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     lines: list[str] = []
     try:

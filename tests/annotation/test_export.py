@@ -1,6 +1,7 @@
 """Label export: exact CSV and JSONL, per-option rows, formula neutralisation, pseudonyms."""
+
 import json
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import pytest
@@ -11,7 +12,7 @@ from annotation.exporting import ExportOptionError, export_chunks, neutralise_ce
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
-T0 = datetime(2026, 3, 1, 9, 0, 0, tzinfo=dt_timezone.utc)
+T0 = datetime(2026, 3, 1, 9, 0, 0, tzinfo=UTC)
 
 
 def at(seconds: float):
@@ -34,7 +35,7 @@ def export(campaign, fmt, **options) -> str:
 def two_labels(researcher, make_user):
     """One binary prompt with a formula-like text, labeled by two workers."""
     campaign = services.campaign_create(owner=researcher, title="Export", k=2)
-    data = json.dumps({"id": "s1", "text": "=HYPERLINK(\"http://x\")", "gold": 1, "group": "-2"}).encode()
+    data = json.dumps({"id": "s1", "text": '=HYPERLINK("http://x")', "gold": 1, "group": "-2"}).encode()
     services.prompts_import(campaign=campaign, data=data, filename="s.jsonl")
     campaign = services.campaign_transition(campaign=campaign, action="launch")
     ann = services.worker_for_user(user=make_user("ann"))
@@ -48,11 +49,12 @@ def test_csv_export_is_exact(two_labels):
     campaign, ann, bob = two_labels
     ids = list(campaign.labels.order_by("id").values_list("id", flat=True))
     assert export(campaign, "csv") == (
-        "worker,prompt,value,gold,group,created_at,leased_at,time_spent_s,campaign,label_id,prompt_text\r\n"
+        "worker,prompt,value,gold,group,created_at,leased_at,time_spent_s,campaign,label_id,prompt_text,control,excluded,"
+        "final_k,k_rule\r\n"
         f"native:{ann.external_id},s1,1,1,-2,2026-03-01T09:00:04.250000+00:00,2026-03-01T09:00:00+00:00,4.25,"
-        f"export,{ids[0]},\"'=HYPERLINK(\"\"http://x\"\")\"\r\n"
+        f'export,{ids[0]},"\'=HYPERLINK(""http://x"")",False,False,2,k=2\r\n'
         f"native:{bob.external_id},s1,0,1,-2,2026-03-01T09:00:12+00:00,2026-03-01T09:00:10+00:00,2.0,"
-        f"export,{ids[1]},\"'=HYPERLINK(\"\"http://x\"\")\"\r\n"
+        f'export,{ids[1]},"\'=HYPERLINK(""http://x"")",False,False,2,k=2\r\n'
     )
 
 
@@ -61,20 +63,68 @@ def test_jsonl_export_is_exact_and_not_neutralised(two_labels):
     ids = list(campaign.labels.order_by("id").values_list("id", flat=True))
     rows = [json.loads(line) for line in export(campaign, "jsonl").splitlines()]
     assert rows == [
-        {"worker": f"native:{ann.external_id}", "prompt": "s1", "value": 1, "gold": 1, "group": "-2",
-         "created_at": "2026-03-01T09:00:04.250000+00:00", "leased_at": "2026-03-01T09:00:00+00:00",
-         "time_spent_s": 4.25, "campaign": "export", "label_id": ids[0], "prompt_text": '=HYPERLINK("http://x")'},
-        {"worker": f"native:{bob.external_id}", "prompt": "s1", "value": 0, "gold": 1, "group": "-2",
-         "created_at": "2026-03-01T09:00:12+00:00", "leased_at": "2026-03-01T09:00:10+00:00",
-         "time_spent_s": 2.0, "campaign": "export", "label_id": ids[1], "prompt_text": '=HYPERLINK("http://x")'},
+        {
+            "worker": f"native:{ann.external_id}",
+            "prompt": "s1",
+            "value": 1,
+            "gold": 1,
+            "group": "-2",
+            "created_at": "2026-03-01T09:00:04.250000+00:00",
+            "leased_at": "2026-03-01T09:00:00+00:00",
+            "time_spent_s": 4.25,
+            "campaign": "export",
+            "label_id": ids[0],
+            "prompt_text": '=HYPERLINK("http://x")',
+            "control": False,
+            "excluded": False,
+            "final_k": 2,
+            "k_rule": "k=2",
+        },
+        {
+            "worker": f"native:{bob.external_id}",
+            "prompt": "s1",
+            "value": 0,
+            "gold": 1,
+            "group": "-2",
+            "created_at": "2026-03-01T09:00:12+00:00",
+            "leased_at": "2026-03-01T09:00:10+00:00",
+            "time_spent_s": 2.0,
+            "campaign": "export",
+            "label_id": ids[1],
+            "prompt_text": '=HYPERLINK("http://x")',
+            "control": False,
+            "excluded": False,
+            "final_k": 2,
+            "k_rule": "k=2",
+        },
     ]
-    assert list(rows[0]) == ["worker", "prompt", "value", "gold", "group", "created_at", "leased_at",
-                             "time_spent_s", "campaign", "label_id", "prompt_text"]
+    assert list(rows[0]) == [
+        "worker",
+        "prompt",
+        "value",
+        "gold",
+        "group",
+        "created_at",
+        "leased_at",
+        "time_spent_s",
+        "campaign",
+        "label_id",
+        "prompt_text",
+        "control",
+        "excluded",
+        "final_k",
+        "k_rule",
+    ]
 
 
 def test_per_option_labels_export_one_row_per_option(researcher, make_user):
     campaign = services.campaign_create(
-        owner=researcher, title="Opt", schema="option_rating", scale_min=1, scale_max=4, k=1,
+        owner=researcher,
+        title="Opt",
+        schema="option_rating",
+        scale_min=1,
+        scale_max=4,
+        k=1,
         binarization={"1": 0, "2": 0, "3": 1, "4": 1},
     )
     data = json.dumps({"id": "q7", "text": "Which fit?", "options": ["red", "+green", "blue"], "gold": [1, 4, 2]})
@@ -85,9 +135,9 @@ def test_per_option_labels_export_one_row_per_option(researcher, make_user):
     label_id = campaign.labels.get().pk
     common = f"2026-03-01T09:00:03+00:00,2026-03-01T09:00:00+00:00,3.0,opt,{label_id}"
     assert export(campaign, "csv").splitlines()[1:] == [
-        f"native:{worker.external_id},q7#1,2,1,,{common},Which fit? — red",
-        f"native:{worker.external_id},q7#2,4,4,,{common},Which fit? — +green",
-        f"native:{worker.external_id},q7#3,1,2,,{common},Which fit? — blue",
+        f"native:{worker.external_id},q7#1,2,1,,{common},Which fit? — red,False,False,1,k=1",
+        f"native:{worker.external_id},q7#2,4,4,,{common},Which fit? — +green,False,False,1,k=1",
+        f"native:{worker.external_id},q7#3,1,2,,{common},Which fit? — blue,False,False,1,k=1",
     ]
     rows = [json.loads(line) for line in export(campaign, "jsonl").splitlines()]
     assert [(r["prompt"], r["value"], r["gold"]) for r in rows] == [("q7#1", 2, 1), ("q7#2", 4, 4), ("q7#3", 1, 2)]
@@ -137,7 +187,8 @@ def test_an_unknown_format_is_refused(two_labels):
 def test_an_empty_campaign_exports_a_header_only(make_campaign):
     campaign = make_campaign(2)
     assert export(campaign, "csv") == (
-        "worker,prompt,value,gold,group,created_at,leased_at,time_spent_s,campaign,label_id,prompt_text\r\n"
+        "worker,prompt,value,gold,group,created_at,leased_at,time_spent_s,campaign,label_id,prompt_text,control,excluded,"
+        "final_k,k_rule\r\n"
     )
     assert export(campaign, "jsonl") == ""
 

@@ -4,6 +4,7 @@ The first browser to accept a link gets a guest account and a re-entry code; aft
 that account only (signed in already, or with the code), so a link passed around, opened in several
 browsers or on several devices never makes a second worker for the same k slots.
 """
+
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from django.urls import reverse
 from annotation import services
 from annotation.models import Invitation, Label, Worker
 from tests.clock import later
+from tests.helpers import label_on_page
 
 pytestmark = pytest.mark.django_db
 
@@ -50,9 +52,8 @@ def accept(client, invitation) -> str:
 
 
 def label_one(client, campaign) -> Label:
-    task_url = client.get(reverse("worker_next", args=[campaign.slug])).url
-    token = client.get(task_url).context["client_token"]
-    client.post(task_url, {"value": "1", "client_token": token})
+    """The client labels a prompt on its task page; the label stored."""
+    label_on_page(client, campaign)
     return Label.objects.latest("id")
 
 
@@ -63,9 +64,10 @@ def test_the_researcher_makes_one_link_per_line_and_sees_who_used_them(client, r
     campaign = make_campaign(2)
     client.force_login(researcher)
     page_url = reverse("campaign_invitation", args=[campaign.slug])
-    assert reverse("campaign_invitation", args=[campaign.slug]).encode() in client.get(
-        reverse("campaign_detail", args=[campaign.slug])
-    ).content
+    assert (
+        reverse("campaign_invitation", args=[campaign.slug]).encode()
+        in client.get(reverse("campaign_detail", args=[campaign.slug])).content
+    )
     response = client.post(page_url, {"notes": "Ada Lovelace\n\n  participant 17 \n"})
     assert response.status_code == 302 and response.url == page_url
     ada, p17 = Invitation.objects.order_by("id")
@@ -83,11 +85,14 @@ def test_the_researcher_makes_one_link_per_line_and_sees_who_used_them(client, r
     assert page.count("Not used yet") == 1 and code not in page  # the code is the guest's alone
 
 
-@pytest.mark.parametrize("notes, error", [
-    ("\n \n", "This field is required."),
-    ("x" * 201, "Line 1 is longer than 200 characters."),
-    ("\n".join(f"p{n}" for n in range(201)), "201 lines: make at most 200 links at a time."),
-])
+@pytest.mark.parametrize(
+    "notes, error",
+    [
+        ("\n \n", "This field is required."),
+        ("x" * 201, "Line 1 is longer than 200 characters."),
+        ("\n".join(f"p{n}" for n in range(201)), "201 lines: make at most 200 links at a time."),
+    ],
+)
 def test_the_researcher_page_refuses_bad_notes_and_makes_nothing(client, researcher, make_campaign, notes, error):
     campaign = make_campaign(1)
     client.force_login(researcher)

@@ -1,22 +1,17 @@
 """``label_void``: a label a channel takes back (an MTurk assignment returned, abandoned or rejected
 after its label was acknowledged) keeps its row and its lease, gives its slot back to the pool, and
 leaves every count, export and audit."""
+
 import pytest
 
 from annotation import services
 from annotation.models import Label, Lease, Participation, Prompt, Slot
-from annotation.selectors import campaign_labels, campaign_progress, label_export_rows
+from annotation.selectors import campaign_labels, campaign_progress, invariant_violations, label_export_rows
 from audits.models import AuditStats
 from audits.selectors import campaign_label_matrix
+from tests.helpers import label_one
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
-
-
-def label_one(campaign, worker, value=1):
-    lease = services.lease_acquire(campaign=campaign, worker=worker)
-    assert isinstance(lease, Lease), lease
-    ack = services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
-    return Label.objects.get(pk=ack.label_id)
 
 
 def test_a_void_label_frees_its_slot_for_another_worker_but_never_for_its_own(make_campaign, make_worker):
@@ -47,6 +42,7 @@ def test_a_void_label_frees_its_slot_for_another_worker_but_never_for_its_own(ma
     assert sorted(Label.objects.counted().filter(prompt=prompt).values_list("worker_id", flat=True)) == sorted(
         [second.pk, third.pk]
     )
+    assert invariant_violations(campaign=campaign, acknowledged=[voided.pk], complete=True) == []
 
 
 def test_voiding_twice_changes_nothing(make_campaign, make_worker):

@@ -1,5 +1,6 @@
 """Scale anchors ("1 = bad fit … 4 = very good fit"): set by the researcher on the web form or through the
 API, checked against the scale, shown to workers with the rating buttons."""
+
 import json
 
 import pytest
@@ -9,7 +10,7 @@ from rest_framework.test import APIClient
 
 from annotation import services
 from annotation.models import Campaign
-from tests.annotation.test_views import campaign_fields
+from tests.helpers import BINARIZATION, campaign_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +18,7 @@ FOUR = ["bad fit", "poor fit", "good fit", "very good fit"]
 
 
 def rating(researcher, **fields):
-    fields = {"schema": "rating", "binarization": {"1": 0, "2": 0, "3": 1, "4": 1}, **fields}
+    fields = {"schema": "rating", "binarization": BINARIZATION, **fields}
     return services.campaign_create(owner=researcher, title="Fit", **fields)
 
 
@@ -29,15 +30,19 @@ def test_one_anchor_per_point_two_for_the_ends_or_none(researcher, anchors):
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"scale_anchors": ["bad", "so-so", "good"]}, "Give one anchor per point of the scale 1–4 (4), or two "
-         "(the lowest and the highest point); got 3."),
+        (
+            {"scale_anchors": ["bad", "so-so", "good"]},
+            "Give one anchor per point of the scale 1–4 (4), or two (the lowest and the highest point); got 3.",
+        ),
         ({"scale_anchors": ["bad"]}, "got 1."),
         ({"scale_anchors": ["bad", "  "]}, "Each anchor is 1 to 60 characters; anchor 2 has 0."),
         ({"scale_anchors": ["bad", "x" * 61]}, "anchor 2 has 61."),
         ({"scale_anchors": "bad, good"}, "Scale anchors are a list of texts, lowest point first."),
         ({"scale_anchors": ["bad", 4]}, "Scale anchors are a list of texts"),
-        ({"scale_min": 0, "scale_max": 11, "binarization": {"0": 0, "11": 1}},
-         "A scale has at most 11 points (such as 0–10), so that its buttons fit one row on a phone; 0–11 has 12."),
+        (
+            {"scale_min": 0, "scale_max": 11, "binarization": {"0": 0, "11": 1}},
+            "A scale has at most 11 points (such as 0–10), so that its buttons fit one row on a phone; 0–11 has 12.",
+        ),
     ],
 )
 def test_anchors_that_do_not_fit_the_scale_are_refused_with_a_clear_error(researcher, fields, message):
@@ -49,20 +54,27 @@ def test_anchors_that_do_not_fit_the_scale_are_refused_with_a_clear_error(resear
 
 def test_a_binary_campaign_keeps_no_anchors_and_texts_are_trimmed(researcher):
     assert services.campaign_create(owner=researcher, title="Yes/no", scale_anchors=["a", "b"]).scale_anchors == []
-    assert rating(researcher, scale_anchors=[" bad fit ", "very good fit"]).scale_anchors == ["bad fit", "very good fit"]
+    assert rating(researcher, scale_anchors=[" bad fit ", "very good fit"]).scale_anchors == [
+        "bad fit",
+        "very good fit",
+    ]
 
 
 def test_two_anchors_name_the_ends_of_the_scale(researcher):
-    schema = rating(researcher, scale_min=0, scale_max=4, binarization={"0": 0, "4": 1},
-                    scale_anchors=["never", "always"]).label_schema
+    schema = rating(
+        researcher, scale_min=0, scale_max=4, binarization={"0": 0, "4": 1}, scale_anchors=["never", "always"]
+    ).label_schema
     assert [(c.value, c.anchor) for c in schema.choices] == [(0, "never"), (1, ""), (2, ""), (3, ""), (4, "always")]
     assert [c.value for c in schema.anchored_choices] == [0, 4]
 
 
 def test_the_web_form_takes_one_anchor_per_line(client, researcher):
     client.force_login(researcher)
-    fields = campaign_fields(schema="rating", binarization="1=0, 2=0, 3=1, 4=1",
-                             scale_anchors="bad fit\n\npoor fit\r\ngood fit\n very good fit \n")
+    fields = campaign_fields(
+        schema="rating",
+        binarization="1=0, 2=0, 3=1, 4=1",
+        scale_anchors="bad fit\n\npoor fit\r\ngood fit\n very good fit \n",
+    )
     client.post(reverse("campaign_create"), fields)
     campaign = Campaign.objects.get()
     assert campaign.scale_anchors == FOUR

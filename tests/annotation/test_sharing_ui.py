@@ -3,11 +3,13 @@
 Who may share follows the API (``annotation.permissions.campaign_for_owner``): the owner and staff;
 collaborators see the list but get 403; anybody else gets 404; anonymous users go to the sign-in page.
 """
+
 import pytest
 from django.test import Client
 from django.urls import reverse
 
 from annotation import services
+from tests.helpers import PHONE, messages_of, sign_in
 
 pytestmark = pytest.mark.django_db
 
@@ -24,10 +26,6 @@ def detail_url(campaign) -> str:
     return reverse("campaign_detail", args=[campaign.slug])
 
 
-def messages_of(response) -> list[str]:
-    return [str(m) for m in response.context["messages"]]
-
-
 def usernames(campaign) -> list[str]:
     return sorted(campaign.collaborators.values_list("username", flat=True))
 
@@ -35,12 +33,6 @@ def usernames(campaign) -> list[str]:
 @pytest.fixture
 def campaign(make_campaign):
     return make_campaign(2)
-
-
-@pytest.fixture
-def owner_client(client, researcher):
-    client.force_login(researcher)
-    return client
 
 
 @pytest.fixture
@@ -58,8 +50,8 @@ def shared(campaign, colleague):
 # --- the owner shares and unshares --------------------------------------------------------------------
 
 
-def test_owner_sees_the_section_with_its_forms(owner_client, shared):
-    response = owner_client.get(detail_url(shared))
+def test_owner_sees_the_section_with_its_forms(researcher_client, shared):
+    response = researcher_client.get(detail_url(shared))
     assert response.status_code == 200
     assert response.context["may_share"] is True
     assert [user.username for user in response.context["collaborators"]] == ["colleague"]
@@ -69,17 +61,17 @@ def test_owner_sees_the_section_with_its_forms(owner_client, shared):
     assert f'action="{remove_url(shared, "colleague")}"' in content
 
 
-def test_owner_adds_a_collaborator(owner_client, campaign, colleague):
-    response = owner_client.post(add_url(campaign), {"username": "colleague"})
+def test_owner_adds_a_collaborator(researcher_client, campaign, colleague):
+    response = researcher_client.post(add_url(campaign), {"username": "colleague"})
     assert response.status_code == 302 and response.url == detail_url(campaign)
     assert usernames(campaign) == ["colleague"]
-    page = owner_client.get(response.url)
+    page = researcher_client.get(response.url)
     assert messages_of(page) == ["Shared with colleague: they can now manage this campaign."]
     assert b"colleague" in page.content
 
 
-def test_owner_removes_a_collaborator(owner_client, shared):
-    response = owner_client.post(remove_url(shared, "colleague"), follow=True)
+def test_owner_removes_a_collaborator(researcher_client, shared):
+    response = researcher_client.post(remove_url(shared, "colleague"), follow=True)
     assert response.redirect_chain == [(detail_url(shared), 302)]
     assert usernames(shared) == []
     assert messages_of(response) == ["colleague no longer has access to this campaign."]
@@ -108,30 +100,30 @@ def test_staff_may_share_as_the_api_allows(client, campaign, colleague, make_use
         ("a\x00b", "Null characters are not allowed."),
     ],
 )
-def test_refused_usernames_are_form_errors(owner_client, shared, username, error):
-    response = owner_client.post(add_url(shared), {"username": username})
+def test_refused_usernames_are_form_errors(researcher_client, shared, username, error):
+    response = researcher_client.post(add_url(shared), {"username": username})
     assert response.status_code == 400
     assert response.context["share_form"].errors == {"username": [error]}
     assert error.replace("'", "&#x27;").encode() in response.content
     assert usernames(shared) == ["colleague"]
 
 
-def test_an_inactive_user_is_unknown(owner_client, campaign, make_user):
+def test_an_inactive_user_is_unknown(researcher_client, campaign, make_user):
     make_user("gone", is_active=False)
-    response = owner_client.post(add_url(campaign), {"username": "gone"})
+    response = researcher_client.post(add_url(campaign), {"username": "gone"})
     assert response.status_code == 400
     assert response.context["share_form"].errors == {"username": ["There is no user 'gone'."]}
     assert usernames(campaign) == []
 
 
-def test_removing_an_unknown_user_says_so(owner_client, shared):
-    response = owner_client.post(remove_url(shared, "nobody"), follow=True)
+def test_removing_an_unknown_user_says_so(researcher_client, shared):
+    response = researcher_client.post(remove_url(shared, "nobody"), follow=True)
     assert messages_of(response) == ["There is no user 'nobody'."]
     assert usernames(shared) == ["colleague"]
 
 
-def test_a_malformed_username_in_the_remove_link_is_refused_not_a_crash(owner_client, shared):
-    response = owner_client.post(f"/campaigns/{shared.slug}/collaborators/a%00b/remove/", follow=True)
+def test_a_malformed_username_in_the_remove_link_is_refused_not_a_crash(researcher_client, shared):
+    response = researcher_client.post(f"/campaigns/{shared.slug}/collaborators/a%00b/remove/", follow=True)
     assert messages_of(response) == ["That is not a username."]
     assert usernames(shared) == ["colleague"]
 
@@ -171,9 +163,9 @@ def test_anonymous_users_are_sent_to_sign_in(client, shared):
     assert usernames(shared) == ["colleague"]
 
 
-def test_sharing_views_are_post_only(owner_client, shared):
-    assert owner_client.get(add_url(shared)).status_code == 405
-    assert owner_client.get(remove_url(shared, "colleague")).status_code == 405
+def test_sharing_views_are_post_only(researcher_client, shared):
+    assert researcher_client.get(add_url(shared)).status_code == 405
+    assert researcher_client.get(remove_url(shared, "colleague")).status_code == 405
     assert usernames(shared) == ["colleague"]
 
 
@@ -206,8 +198,6 @@ def test_a_collaborator_added_in_the_ui_can_then_see_the_campaign(researcher, ca
 
 # --- on a phone --------------------------------------------------------------------------------------
 
-PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 3}
-
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
@@ -217,11 +207,7 @@ def test_sharing_on_a_phone_sized_screen(live_server, new_page, researcher, make
     make_user(long_name)
     services.campaign_share(campaign=campaign, username=make_user("bo").username)
     page = new_page(**PHONE)
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", "researcher")
-    page.fill("input[name=password]", "pw-for-tests-123")  # tests/conftest.py's make_user password
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(f"{live_server.url}/")
+    sign_in(page, live_server.url, "researcher")
     page.goto(f"{live_server.url}{detail_url(campaign)}")
 
     def fits(selector):
@@ -247,8 +233,11 @@ def test_sharing_on_a_phone_sized_screen(live_server, new_page, researcher, make
     page.click("#collaborators button:has-text('Add')")
     page.wait_for_selector(".message-success")
     assert no_horizontal_scroll()
-    for selector in ("#collaborators input[name=username]", "#collaborators button:has-text('Add')",
-                     f"#collaborators button[aria-label='Remove {long_name}']"):
+    for selector in (
+        "#collaborators input[name=username]",
+        "#collaborators button:has-text('Add')",
+        f"#collaborators button[aria-label='Remove {long_name}']",
+    ):
         fits(selector)
 
     page.tap(f"#collaborators button[aria-label='Remove {long_name}']")

@@ -1,4 +1,5 @@
 """The task page's progress line: "12 labeled · about 40 left for you"."""
+
 import re
 
 import pytest
@@ -7,6 +8,7 @@ from django.urls import reverse
 
 from annotation import selectors, services
 from annotation.channels import services as channel_services
+from tests.helpers import label_on_page, signed_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -21,43 +23,32 @@ def open_task(client, campaign):
     return client.get(client.get(reverse("worker_next", args=[campaign.slug])).url)
 
 
-def label(client, campaign):
-    task_url = client.get(reverse("worker_next", args=[campaign.slug])).url
-    token = client.get(task_url).context["client_token"]
-    client.post(task_url, {"value": "1", "client_token": token})
-
-
 @pytest.fixture
-def signed_in(make_worker):
-    def make():
-        worker = make_worker()
-        client = Client()
-        client.force_login(worker.user)
-        return client
-
-    return make
+def new_worker(make_worker):
+    """A new worker's signed-in test client: ``new_worker()``."""
+    return lambda: signed_in(make_worker().user)
 
 
-def test_labeled_and_left_count_the_prompt_on_screen_and_not_the_skipped_or_full_ones(make_campaign, signed_in):
+def test_labeled_and_left_count_the_prompt_on_screen_and_not_the_skipped_or_full_ones(make_campaign, new_worker):
     campaign = make_campaign(6, k=1)
-    me, other = signed_in(), signed_in()
+    me, other = new_worker(), new_worker()
     assert progress_line(open_task(me, campaign)) == "0 labeled · about 6 left for you"
-    label(me, campaign)
-    label(me, campaign)
-    label(other, campaign)  # a prompt full without me: not left for me
+    label_on_page(me, campaign)
+    label_on_page(me, campaign)
+    label_on_page(other, campaign)  # a prompt full without me: not left for me
     page = open_task(me, campaign)
     skipped = page.context["lease"]
     me.post(reverse("worker_skip", args=[campaign.slug, skipped.pk]))  # skipped: never mine again
     assert progress_line(open_task(me, campaign)) == "2 labeled · about 2 left for you"
 
 
-def test_left_stops_at_the_cap_per_worker(make_campaign, signed_in):
+def test_left_stops_at_the_cap_per_worker(make_campaign, new_worker):
     campaign = make_campaign(10, k=2, max_labels_per_worker=3)
-    me = signed_in()
+    me = new_worker()
     assert progress_line(open_task(me, campaign)) == "0 labeled · about 3 left for you"
-    label(me, campaign)
+    label_on_page(me, campaign)
     assert progress_line(open_task(me, campaign)) == "1 labeled · about 2 left for you"
-    label(me, campaign)
+    label_on_page(me, campaign)
     assert progress_line(open_task(me, campaign)) == "2 labeled · about 1 left for you"
 
 
@@ -72,8 +63,9 @@ def test_left_stops_at_a_panels_quota(make_campaign, researcher):
     assert progress_line(page) == "0 labeled · about 4 left for you"
 
 
-def test_a_large_campaign_is_counted_only_up_to_a_bound(make_campaign, make_worker, monkeypatch,
-                                                         django_assert_num_queries):
+def test_a_large_campaign_is_counted_only_up_to_a_bound(
+    make_campaign, make_worker, monkeypatch, django_assert_num_queries
+):
     monkeypatch.setattr(selectors, "PROMPTS_LEFT_COUNTED", 4)
     campaign = make_campaign(9, k=3)
     worker = make_worker()
@@ -86,7 +78,7 @@ def test_a_large_campaign_is_counted_only_up_to_a_bound(make_campaign, make_work
     assert selectors.worker_progress(campaign=capped, worker=worker).more is False  # 4 is all the cap allows
 
 
-def test_at_least_is_shown_when_the_count_stopped(make_campaign, signed_in, monkeypatch):
+def test_at_least_is_shown_when_the_count_stopped(make_campaign, new_worker, monkeypatch):
     monkeypatch.setattr(selectors, "PROMPTS_LEFT_COUNTED", 3)
     campaign = make_campaign(5, k=1)
-    assert progress_line(open_task(signed_in(), campaign)) == "0 labeled · at least 3 left for you"
+    assert progress_line(open_task(new_worker(), campaign)) == "0 labeled · at least 3 left for you"

@@ -1,5 +1,6 @@
 """The browser UI through Django's test client: researcher pages, the worker loop (invitations:
 test_invitations.py; who sees a campaign's worker pages: test_access.py)."""
+
 import json
 import re
 from datetime import timedelta
@@ -12,19 +13,9 @@ from django.urls import reverse
 from annotation import services
 from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot
 from tests.clock import later
-from tests.conftest import prompts_jsonl
+from tests.helpers import campaign_fields, label_one, messages_of, prompts_jsonl
 
 pytestmark = pytest.mark.django_db
-
-
-def messages_of(response) -> list[str]:
-    return [str(m) for m in response.context["messages"]] if response.context else []
-
-
-@pytest.fixture
-def researcher_client(client, researcher):
-    client.force_login(researcher)
-    return client
 
 
 @pytest.fixture
@@ -33,16 +24,6 @@ def worker_client(client, make_user):
     client.force_login(user)
     client.user = user
     return client
-
-
-def campaign_fields(**overrides):
-    fields = {
-        "title": "Plausible or not", "instructions": "Is it **plausible**?", "schema": "binary",
-        "positive_text": "Plausible", "negative_text": "Implausible", "scale_min": 1, "scale_max": 4,
-        "binarization": "", "k": 3, "lease_seconds": 300, "max_labels_per_worker": "", "policy": "random",
-    }
-    fields.update(overrides)
-    return fields
 
 
 # --- home and researcher pages ----------------------------------------------------------------------
@@ -69,14 +50,25 @@ def test_create_a_binary_campaign(researcher_client, researcher):
     response = researcher_client.post(reverse("campaign_create"), campaign_fields())
     campaign = Campaign.objects.get()
     assert response.status_code == 302 and response.url == reverse("campaign_detail", args=[campaign.slug])
-    assert (campaign.owner, campaign.title, campaign.k, campaign.lease_seconds) == (researcher, "Plausible or not", 3, 300)
+    assert (campaign.owner, campaign.title, campaign.k, campaign.lease_seconds) == (
+        researcher,
+        "Plausible or not",
+        3,
+        300,
+    )
     assert (campaign.positive_text, campaign.negative_text, campaign.binarization) == ("Plausible", "Implausible", {})
     assert campaign.max_labels_per_worker is None and campaign.status == "draft"
 
 
 def test_create_a_rating_campaign_with_its_binarization(researcher_client):
-    fields = campaign_fields(schema="rating", scale_min=0, scale_max=10, binarization="0=0, 1=0, 9=1; 10=1",
-                             max_labels_per_worker=50, policy="fill_first")
+    fields = campaign_fields(
+        schema="rating",
+        scale_min=0,
+        scale_max=10,
+        binarization="0=0, 1=0, 9=1; 10=1",
+        max_labels_per_worker=50,
+        policy="fill_first",
+    )
     researcher_client.post(reverse("campaign_create"), fields)
     campaign = Campaign.objects.get()
     assert (campaign.scale_min, campaign.scale_max) == (0, 10)
@@ -131,7 +123,9 @@ def test_upload_prompts_then_launch_pause_resume_close(researcher_client, resear
         assert campaign.status == status
         assert f"The campaign is {status}." in messages_of(response)
     # Closing asks first, on its own page (tests/annotation/test_close_confirmation.py).
-    response = researcher_client.post(reverse("campaign_close", args=[campaign.slug]), {"confirm": "close"}, follow=True)
+    response = researcher_client.post(
+        reverse("campaign_close", args=[campaign.slug]), {"confirm": "close"}, follow=True
+    )
     campaign.refresh_from_db()
     assert campaign.status == "closed"
     assert "The campaign is closed." in messages_of(response)
@@ -156,7 +150,8 @@ def test_a_bad_upload_lists_each_line_and_imports_nothing(researcher_client, mak
     )
     assert response.status_code == 400
     assert response.context["import_errors"] == [
-        (2, "empty text for id 'x2'"), (3, "not valid JSON (Expecting value at column 1)"),
+        (2, "empty text for id 'x2'"),
+        (3, "not valid JSON (Expecting value at column 1)"),
     ]
     assert b"Line 2: empty text for id" in response.content and b"Line 3: not valid JSON" in response.content
     assert (Prompt.objects.count(), Slot.objects.count(), ImportBatch.objects.count()) == before
@@ -176,14 +171,15 @@ def test_an_oversize_upload_is_refused_before_it_is_read(researcher_client, make
 def test_export_downloads_stream_csv_and_jsonl(researcher_client, make_campaign, make_worker):
     campaign = make_campaign(1, k=1)
     worker = make_worker()
-    lease = services.lease_acquire(campaign=campaign, worker=worker)
-    services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="t")
+    label_one(campaign, worker)
 
     response = researcher_client.get(reverse("campaign_export", args=[campaign.slug, "csv"]))
     assert response.streaming and response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"] == f'attachment; filename="{campaign.slug}-labels.csv"'
     lines = b"".join(response.streaming_content).decode().splitlines()
-    assert lines[0].startswith("worker,prompt,value,gold") and lines[1].startswith(f"native:{worker.external_id},p0,1,0,")
+    assert lines[0].startswith("worker,prompt,value,gold") and lines[1].startswith(
+        f"native:{worker.external_id},p0,1,0,"
+    )
 
     response = researcher_client.get(reverse("campaign_export", args=[campaign.slug, "jsonl"]), {"pseudonymize": "1"})
     row = json.loads(b"".join(response.streaming_content))
@@ -194,14 +190,23 @@ def test_export_downloads_stream_csv_and_jsonl(researcher_client, make_campaign,
 
 @pytest.mark.parametrize(
     "flag, pseudonymized",
-    [("1", True), ("TRUE", True), ("Yes", True), ("on", True), ("0", False), ("False", False), ("no", False),
-     ("OFF", False), ("", False), (None, False)],
+    [
+        ("1", True),
+        ("TRUE", True),
+        ("Yes", True),
+        ("on", True),
+        ("0", False),
+        ("False", False),
+        ("no", False),
+        ("OFF", False),
+        ("", False),
+        (None, False),
+    ],
 )
 def test_export_pseudonymize_flag(researcher_client, make_campaign, make_worker, flag, pseudonymized):
     campaign = make_campaign(1)
     worker = make_worker()
-    lease = services.lease_acquire(campaign=campaign, worker=worker)
-    services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="t")
+    label_one(campaign, worker)
     query = {} if flag is None else {"pseudonymize": flag}
     response = researcher_client.get(reverse("campaign_export", args=[campaign.slug, "jsonl"]), query)
     assert response.status_code == 200
@@ -271,8 +276,12 @@ def test_sign_up_signs_in_and_follows_a_safe_next(client, make_campaign):
 def test_sign_up_ignores_an_offsite_next(client):
     response = client.post(
         reverse("signup"),
-        {"username": "n2", "password1": "a-long-pass-phrase", "password2": "a-long-pass-phrase",
-         "next": "https://evil.example/"},
+        {
+            "username": "n2",
+            "password1": "a-long-pass-phrase",
+            "password2": "a-long-pass-phrase",
+            "next": "https://evil.example/",
+        },
     )
     assert response.status_code == 302 and response.url == reverse("home")
 
@@ -294,8 +303,8 @@ def test_the_headers_sign_up_keeps_the_campaign_a_worker_came_from(client, make_
     assert header_link(page, "Sign in") == f"{reverse('login')}?next={start}"
     assert header_link(client.get(header_link(page, "Sign in")), "Sign up") == signup_url
     response = client.post(
-        signup_url, {"username": "newbie", "password1": "a-long-pass-phrase", "password2": "a-long-pass-phrase",
-                     "next": start},
+        signup_url,
+        {"username": "newbie", "password1": "a-long-pass-phrase", "password2": "a-long-pass-phrase", "next": start},
     )
     assert response.status_code == 302 and response.url == start
 
@@ -476,7 +485,12 @@ def test_the_cap_per_worker_ends_the_loop_with_its_reason(worker_client, make_ca
 
 def test_per_option_rating_takes_one_value_per_option(worker_client, researcher):
     campaign = services.campaign_create(
-        owner=researcher, title="Options", schema="option_rating", scale_min=1, scale_max=4, k=1,
+        owner=researcher,
+        title="Options",
+        schema="option_rating",
+        scale_min=1,
+        scale_max=4,
+        k=1,
         binarization={"1": 0, "2": 0, "3": 1, "4": 1},
     )
     data = json.dumps({"id": "q1", "text": "Which answers fit?", "options": ["red", "green", "blue"]}).encode()
@@ -493,9 +507,40 @@ def test_per_option_rating_takes_one_value_per_option(worker_client, researcher)
     assert Label.objects.get().value == [1, 4, 3]
 
 
+def test_the_largest_per_option_prompt_can_be_labeled_on_the_task_page(worker_client, researcher):
+    """1,023 options post 1,024 fields (with the client token): more than Django's default limit of 1,000."""
+    from annotation.models.prompts import MAX_OPTIONS
+
+    campaign = services.campaign_create(
+        owner=researcher,
+        title="Options",
+        schema="option_rating",
+        scale_min=1,
+        scale_max=4,
+        k=1,
+        binarization={"1": 0, "2": 0, "3": 1, "4": 1},
+    )
+    options = [f"answer {n}" for n in range(MAX_OPTIONS)]
+    data = json.dumps({"id": "q1", "text": "Which answers fit?", "options": options}).encode()
+    services.prompts_import(campaign=campaign, data=data, filename="q.jsonl")
+    services.campaign_transition(campaign=campaign, action="launch")
+    task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
+    post = {f"value_{n}": str(1 + n % 4) for n in range(MAX_OPTIONS)} | {"client_token": "big"}
+    response = worker_client.post(task_url, post)
+    assert response.status_code == 302, response.content[:300]
+    assert Label.objects.get().value == [1 + n % 4 for n in range(MAX_OPTIONS)]
+
+
 def test_a_drafts_page_says_its_workers_link_waits_for_launch_and_shows_the_binarization(client, researcher):
-    campaign = services.campaign_create(owner=researcher, title="Rated", k=1, schema="rating", scale_min=1,
-                                        scale_max=4, binarization={"1": 0, "2": 0, "3": 1, "4": 1})
+    campaign = services.campaign_create(
+        owner=researcher,
+        title="Rated",
+        k=1,
+        schema="rating",
+        scale_min=1,
+        scale_max=4,
+        binarization={"1": 0, "2": 0, "3": 1, "4": 1},
+    )
     client.force_login(researcher)
     body = client.get(f"/campaigns/{campaign.slug}/").content.decode()
     assert "Not launched yet" in body and "1 → 0 · 2 → 0 · 3 → 1 · 4 → 1" in body

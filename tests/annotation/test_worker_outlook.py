@@ -1,33 +1,26 @@
 """The campaign's front page says before sign-up whether there is work: full, busy, paused or closed,
 and for a signed-in worker their cap or "everything done", instead of a "Start labeling" button that
 leads to "nothing left" (``selectors.worker_outlook``)."""
+
 import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation import selectors, services
+from tests.helpers import label_one, signed_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
 
-def label(campaign, worker, value=1):
-    lease = services.lease_acquire(campaign=campaign, worker=worker)
-    services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
-
-
 def front_page(campaign, user=None):
-    client = Client()
-    if user is not None:
-        client.force_login(user)
-    return client.get(reverse("worker_campaign", args=[campaign.slug]))
+    return signed_in(user).get(reverse("worker_campaign", args=[campaign.slug]))
 
 
 def main_part(response) -> str:
     """The page without its header (whose "Sign up" link is always there)."""
     body = response.content.decode()
-    return body[body.index('<main class="main">'):]
+    return body[body.index('<main class="main">') :]
 
 
 def test_an_open_campaign_invites_to_sign_up(make_campaign):
@@ -39,8 +32,8 @@ def test_an_open_campaign_invites_to_sign_up(make_campaign):
 def test_a_full_campaign_says_so_before_anybody_signs_up(make_campaign, make_worker):
     campaign = make_campaign(2, k=1)
     worker = make_worker()
-    label(campaign, worker)
-    label(campaign, worker)
+    label_one(campaign, worker)
+    label_one(campaign, worker)
     page = front_page(campaign)
     section = main_part(page)
     assert page.context["outlook"].code == "full"
@@ -58,10 +51,13 @@ def test_slots_all_leased_to_others_say_come_back_later(make_campaign, make_work
         assert "Start labeling" not in main_part(page) and "Sign up" not in main_part(page)
 
 
-@pytest.mark.parametrize("action, message", [
-    ("pause", "This campaign is paused: there is nothing to label right now."),
-    ("close", "This campaign is closed: it takes no more labels."),
-])
+@pytest.mark.parametrize(
+    "action, message",
+    [
+        ("pause", "This campaign is paused: there is nothing to label right now."),
+        ("close", "This campaign is closed: it takes no more labels."),
+    ],
+)
 def test_a_paused_or_closed_campaign_says_so(make_campaign, make_user, action, message):
     campaign = services.campaign_transition(campaign=make_campaign(2), action=action)
     for page in (front_page(campaign), front_page(campaign, make_user())):
@@ -73,9 +69,9 @@ def test_a_worker_at_their_cap_is_told_before_asking(make_campaign, make_user):
     campaign = make_campaign(5, k=1, max_labels_per_worker=2)
     user = make_user("capped")
     worker = services.worker_for_user(user=user)
-    label(campaign, worker)
+    label_one(campaign, worker)
     assert "Continue labeling" in main_part(front_page(campaign, user))
-    label(campaign, worker)
+    label_one(campaign, worker)
     page = front_page(campaign, user)
     assert page.context["outlook"].code == "cap_reached"
     assert "You have given the 2 labels this campaign allows per worker." in main_part(page)
@@ -87,8 +83,8 @@ def test_a_worker_who_labeled_everything_open_to_them_is_told(make_campaign, mak
     campaign = make_campaign(2, k=2)
     user = make_user("thorough")
     worker = services.worker_for_user(user=user)
-    label(campaign, worker)
-    label(campaign, worker)
+    label_one(campaign, worker)
+    label_one(campaign, worker)
     page = front_page(campaign, user)
     assert page.context["outlook"].code == "nothing_left" and page.context["outlook"].done == 2
     assert "You have labeled everything this campaign has for you." in main_part(page)
@@ -111,7 +107,7 @@ def test_the_outlook_costs_the_same_for_any_number_of_prompts(make_campaign, mak
         campaign = make_campaign(n_prompts, k=1, title=f"Size {n_prompts}")
         worker = make_worker()
         for _ in range(n_prompts):
-            label(campaign, worker)  # everything done: the longest path through the outlook
+            label_one(campaign, worker)  # everything done: the longest path through the outlook
         with CaptureQueriesContext(connection) as captured:
             assert selectors.worker_outlook(campaign=campaign, worker=worker).code == "full"
         queries.append(len(captured))

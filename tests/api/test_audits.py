@@ -1,10 +1,11 @@
 """The audit endpoints: what the dashboard shows, snapshot history, reports, recompute; managers only."""
+
 import pytest
 
 from annotation import services
 from audits.models import AuditSnapshot
 from audits.services import audit_full, audit_refresh
-from tests.api.test_worker_loop import assert_error
+from tests.helpers import assert_error
 
 pytestmark = [pytest.mark.django_db]
 
@@ -27,6 +28,7 @@ def test_the_audit_as_the_dashboard_sees_it(audited, researcher, api):
     body = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/audit/").json()
     assert body["campaign"]["slug"] == campaign.slug
     assert body["status"]["labels"] == 18 and body["status"]["behind"] == 0
+    assert body["quick"]["watermark"] == 18 and body["quick"]["kind"] == "quick"
     assert body["full"]["watermark"] == 18
 
 
@@ -55,6 +57,9 @@ def test_snapshot_history_and_report(audited, researcher, api):
     base = f"/api/v1/campaigns/{campaign.slug}/audit"
     full = client.get(f"{base}/snapshots/?kind=full").json()["results"]
     assert [s["watermark"] for s in full] == [18] and full[0]["kind"] == "full"
+    quick = client.get(f"{base}/snapshots/?kind=quick").json()["results"]
+    assert [s["watermark"] for s in quick] == [18] and quick[0]["kind"] == "quick"
+    assert client.get(f"{base}/snapshots/").json()["results"] == quick  # quick by default
     stored = AuditSnapshot.objects.get(campaign=campaign, kind="full")
     assert client.get(f"{base}/report.json").json() == stored.data
     markdown = client.get(f"{base}/report.md")

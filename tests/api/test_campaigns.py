@@ -1,14 +1,13 @@
 """Researchers' API: campaigns, their life cycle and progress, prompt import, sharing."""
+
 import io
 import json
 
 import pytest
 from django.test import override_settings
 
-from annotation import services
 from annotation.models import Campaign, ImportBatch, Prompt, Slot
-from tests.api.test_worker_loop import assert_error
-from tests.conftest import prompts_jsonl
+from tests.helpers import assert_error, label_one, prompts_jsonl
 
 pytestmark = [pytest.mark.django_db]
 
@@ -54,7 +53,9 @@ def test_other_researchers_campaigns_do_not_exist_for_you(make_campaign, make_us
     assert stranger.get("/api/v1/campaigns/").json() == []
     for path in ("", "progress/", "labels/", "labels.csv", "collaborators/"):
         assert_error(stranger.get(f"/api/v1/campaigns/{campaign.slug}/{path}"), 404, "not_found")
-    assert_error(stranger.patch(f"/api/v1/campaigns/{campaign.slug}/", {"title": "mine"}, format="json"), 404, "not_found")
+    assert_error(
+        stranger.patch(f"/api/v1/campaigns/{campaign.slug}/", {"title": "mine"}, format="json"), 404, "not_found"
+    )
     assert_error(stranger.post(f"/api/v1/campaigns/{campaign.slug}/close/"), 404, "not_found")
     campaign.refresh_from_db()
     assert campaign.title == "Test campaign" and campaign.status == "live"
@@ -62,7 +63,9 @@ def test_other_researchers_campaigns_do_not_exist_for_you(make_campaign, make_us
 
 def test_update_and_frozen_fields(make_campaign, researcher, api):
     campaign, client = make_campaign(2, launch=False), api(researcher)
-    response = client.patch(f"/api/v1/campaigns/{campaign.slug}/", {"title": "Renamed", "lease_seconds": 120}, format="json")
+    response = client.patch(
+        f"/api/v1/campaigns/{campaign.slug}/", {"title": "Renamed", "lease_seconds": 120}, format="json"
+    )
     assert response.status_code == 200 and response.json()["title"] == "Renamed"
     assert_error(client.patch(f"/api/v1/campaigns/{campaign.slug}/", {"k": 7}, format="json"), 409, "frozen_field")
     campaign.refresh_from_db()
@@ -80,11 +83,17 @@ def test_life_cycle_actions(make_campaign, researcher, api):
 
 def test_progress(make_campaign, make_worker, researcher, api):
     campaign = make_campaign(4, k=2)
-    worker = make_worker()
-    lease = services.lease_acquire(campaign=campaign, worker=worker)
-    services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="a")
+    label_one(campaign, make_worker())
     body = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/progress/").json()
-    assert body == {"n_prompts": 4, "k": 2, "labels": 1, "labels_wanted": 8, "prompts_complete": 0, "percent": 12.5}
+    assert body == {
+        "n_prompts": 4,
+        "k": 2,
+        "k_max": None,
+        "labels": 1,
+        "labels_wanted": 8,
+        "prompts_complete": 0,
+        "percent": 12.5,
+    }
 
 
 def test_import_a_json_list_of_rows(make_campaign, researcher, api):
@@ -94,14 +103,15 @@ def test_import_a_json_list_of_rows(make_campaign, researcher, api):
     assert response.status_code == 201, response.content
     assert response.json()["n_prompts"] == 2 and response.json()["filename"] == "request.jsonl"
     assert list(Prompt.objects.order_by("external_id").values_list("external_id", "gold", "group")) == [
-        ("a", 1, "g"), ("b", None, "")
+        ("a", 1, "g"),
+        ("b", None, ""),
     ]
     assert Slot.objects.count() == 2 * campaign.k
 
 
 def test_import_an_uploaded_csv(make_campaign, researcher, api):
     campaign = make_campaign(0, launch=False)
-    upload = io.BytesIO(b"id,text,gold\nq1,Is it raining?,1\nq2,\"Quoted, with comma\",0\n")
+    upload = io.BytesIO(b'id,text,gold\nq1,Is it raining?,1\nq2,"Quoted, with comma",0\n')
     upload.name = "prompts.csv"
     response = api(researcher).post(f"/api/v1/campaigns/{campaign.slug}/prompts/", {"file": upload}, format="multipart")
     assert response.status_code == 201, response.content
@@ -123,7 +133,9 @@ def test_the_same_file_twice_is_refused(make_campaign, researcher, api):
     client = api(researcher)
     rows = [{"id": "a", "text": "Fine"}]
     assert client.post(f"/api/v1/campaigns/{campaign.slug}/prompts/", rows, format="json").status_code == 201
-    error = assert_error(client.post(f"/api/v1/campaigns/{campaign.slug}/prompts/", rows, format="json"), 400, "bad_prompt_file")
+    error = assert_error(
+        client.post(f"/api/v1/campaigns/{campaign.slug}/prompts/", rows, format="json"), 400, "bad_prompt_file"
+    )
     assert "already imported" in error["message"]
     assert Prompt.objects.count() == 1
 

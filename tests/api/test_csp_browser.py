@@ -1,8 +1,10 @@
 """In headless Chromium: our pages and the API docs load nothing from other sites and break no rule of
 the content security policy (Chromium reports every blocked script, style or request on the console)."""
+
 import pytest
 
 from annotation import services
+from tests.helpers import share_session
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -11,10 +13,18 @@ def visit(page, url: str) -> tuple[list[str], list[str]]:
     """Load ``url``; return (URLs of requests to other origins, CSP violations reported)."""
     origin = url.split("/", 3)[:3]
     foreign, violations = [], []
-    page.on("request", lambda request: foreign.append(request.url)
-            if request.url.split("/", 3)[:3] != origin and not request.url.startswith("data:") else None)
-    page.on("console", lambda message: violations.append(message.text)
-            if "Content Security Policy" in message.text else None)
+    page.on(
+        "request",
+        lambda request: (
+            foreign.append(request.url)
+            if request.url.split("/", 3)[:3] != origin and not request.url.startswith("data:")
+            else None
+        ),
+    )
+    page.on(
+        "console",
+        lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None,
+    )
     page.goto(url)
     page.wait_for_load_state("networkidle")
     return foreign, violations
@@ -41,8 +51,6 @@ def test_pages_break_no_policy_rule(new_page, live_server, make_campaign, resear
             browser_page = new_page()
             if user is not None:
                 client.force_login(user)
-                browser_page.context.add_cookies([{
-                    "name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url,
-                }])
+                share_session(browser_page.context, client, live_server.url)
             foreign, violations = visit(browser_page, f"{live_server.url}{path}")
             assert foreign == [] and violations == [], (path, foreign, violations)

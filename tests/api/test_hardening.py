@@ -1,4 +1,5 @@
 """Hardening: sign-in throttling, security headers, production settings, self-hosted API docs."""
+
 import os
 import re
 import subprocess
@@ -11,7 +12,7 @@ from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.test import Client, override_settings
 
-from tests.api.test_worker_loop import assert_error
+from tests.helpers import assert_error
 
 ROOT = Path(settings.BASE_DIR)
 
@@ -59,7 +60,9 @@ def test_the_sign_in_page_says_why_a_throttled_sign_in_is_refused(make_user):
     assert b"Please enter a correct username and password" in wrong.content
     for _ in range(2):
         Client(REMOTE_ADDR="10.0.0.7").post("/accounts/login/", {"username": "alice", "password": "guess"})
-    right = Client(REMOTE_ADDR="10.0.0.7").post("/accounts/login/", {"username": "alice", "password": "pw-for-tests-123"})
+    right = Client(REMOTE_ADDR="10.0.0.7").post(
+        "/accounts/login/", {"username": "alice", "password": "pw-for-tests-123"}
+    )
     assert right.status_code == 200 and b"Too many failed sign-in attempts from here" in right.content
     assert b"Please enter a correct username and password" not in right.content
 
@@ -103,7 +106,8 @@ def test_api_docs_load_nothing_from_other_sites(client):
 
 def run_deploy_check(**extra_env) -> subprocess.CompletedProcess:
     env = {
-        key: value for key, value in os.environ.items()
+        key: value
+        for key, value in os.environ.items()
         if not key.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "CELERY_"))
     }
     env.update(
@@ -114,7 +118,11 @@ def run_deploy_check(**extra_env) -> subprocess.CompletedProcess:
     )
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -1,4 +1,5 @@
 """Labels out of the API: the researcher's export (paginated, filtered, streamed) and a worker's own labels."""
+
 import csv
 import io
 import json
@@ -10,7 +11,7 @@ from django.utils import timezone
 from annotation import services
 from annotation.exporting import pseudonym
 from annotation.models import Label
-from tests.api.test_worker_loop import assert_error
+from tests.helpers import assert_error, label_all
 
 pytestmark = [pytest.mark.django_db]
 
@@ -19,14 +20,15 @@ pytestmark = [pytest.mark.django_db]
 def labeled(make_campaign, make_worker):
     """A campaign of 3 prompts fully labeled (k=2) by two workers; prompt p0's text is a formula."""
     campaign = make_campaign(0, launch=False, k=2)
-    rows = [{"id": "p0", "text": "=HYPERLINK(\"http://evil\")", "gold": 1, "group": "@SUM(A1)"}]
+    rows = [{"id": "p0", "text": '=HYPERLINK("http://evil")', "gold": 1, "group": "@SUM(A1)"}]
     rows += [{"id": f"p{i}", "text": f"Statement {i}", "gold": i % 2} for i in (1, 2)]
-    services.prompts_import(campaign=campaign, data="".join(json.dumps(r) + "\n" for r in rows).encode(), filename="x.jsonl")
+    services.prompts_import(
+        campaign=campaign, data="".join(json.dumps(r) + "\n" for r in rows).encode(), filename="x.jsonl"
+    )
     campaign = services.campaign_transition(campaign=campaign, action="launch")
     workers = [make_worker(), make_worker()]
     for n, worker in enumerate(workers):
-        while not isinstance(lease := services.lease_acquire(campaign=campaign, worker=worker), services.NothingLeft):
-            services.label_submit(lease_id=lease.pk, worker=worker, value=n, client_token=f"t{lease.pk}")
+        label_all(campaign, worker, value=n)
     return campaign, workers
 
 
@@ -50,7 +52,9 @@ def test_labels_filtered_by_worker_prompt_and_time(labeled, researcher, api):
     client = api(researcher)
     url = f"/api/v1/campaigns/{campaign.slug}/labels/"
     mine = client.get(url, {"worker": workers[1].public_id}).json()["results"]
-    assert len(mine) == 3 and {r["worker"] for r in mine} == {workers[1].public_id} and {r["value"] for r in mine} == {1}
+    assert (
+        len(mine) == 3 and {r["worker"] for r in mine} == {workers[1].public_id} and {r["value"] for r in mine} == {1}
+    )
     assert {r["worker"] for r in client.get(url, {"prompt": "p2"}).json()["results"]} == {w.public_id for w in workers}
     assert client.get(url, {"since": (timezone.now() + timedelta(minutes=1)).isoformat()}).json()["results"] == []
     assert len(client.get(url, {"since": "2000-01-01T00:00:00Z"}).json()["results"]) == 6
@@ -65,8 +69,11 @@ def test_streamed_files_take_the_same_filters(labeled, researcher, api):
     worker = workers[1].public_id
     listed = client.get(f"{base}/labels/?worker={worker}&prompt=p2").json()["results"]
     assert [(r["worker"], r["prompt"]) for r in listed] == [(worker, "p2")]
-    streamed = list(csv.DictReader(io.StringIO(b"".join(
-        client.get(f"{base}/labels.csv?worker={worker}&prompt=p2").streaming_content).decode())))
+    streamed = list(
+        csv.DictReader(
+            io.StringIO(b"".join(client.get(f"{base}/labels.csv?worker={worker}&prompt=p2").streaming_content).decode())
+        )
+    )
     assert [(r["worker"], r["prompt"], r["label_id"]) for r in streamed] == [(worker, "p2", str(listed[0]["label_id"]))]
     lines = b"".join(client.get(f"{base}/labels.jsonl?worker={worker}").streaming_content).decode().splitlines()
     assert len(lines) == 3 and {json.loads(line)["worker"] for line in lines} == {worker}
@@ -92,7 +99,7 @@ def test_csv_export_streams_and_defuses_formulas(labeled, researcher, api):
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert len(rows) == 6
     formula_rows = [r for r in rows if r["prompt"] == "p0"]
-    assert {r["prompt_text"] for r in formula_rows} == {"'=HYPERLINK(\"http://evil\")"}
+    assert {r["prompt_text"] for r in formula_rows} == {'\'=HYPERLINK("http://evil")'}
     assert {r["group"] for r in formula_rows} == {"'@SUM(A1)"}
     assert {r["worker"] for r in rows} == {pseudonym(w.public_id) for w in workers}
 
@@ -102,13 +109,23 @@ def test_jsonl_export_keeps_the_data_as_is(labeled, researcher, api):
     response = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/labels.jsonl")
     rows = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
     assert len(rows) == 6 and {r["worker"] for r in rows} == {w.public_id for w in workers}
-    assert {r["prompt_text"] for r in rows if r["prompt"] == "p0"} == {"=HYPERLINK(\"http://evil\")"}
+    assert {r["prompt_text"] for r in rows if r["prompt"] == "p0"} == {'=HYPERLINK("http://evil")'}
 
 
 @pytest.mark.parametrize(
     "flag, pseudonymized",
-    [("1", True), ("TRUE", True), ("Yes", True), ("on", True), ("0", False), ("False", False), ("no", False),
-     ("OFF", False), ("", False), (None, False)],
+    [
+        ("1", True),
+        ("TRUE", True),
+        ("Yes", True),
+        ("on", True),
+        ("0", False),
+        ("False", False),
+        ("no", False),
+        ("OFF", False),
+        ("", False),
+        (None, False),
+    ],
 )
 @pytest.mark.parametrize("path", ["labels/", "labels.csv", "labels.jsonl"])
 def test_the_pseudonymize_flag_follows_the_web_rules(labeled, researcher, api, path, flag, pseudonymized):

@@ -1,78 +1,31 @@
 """A corpus of malformed input: each gets a clear error with the stable error shape, and the
 database is left exactly as it was (row counts of every table compared before and after)."""
+
 import csv
 import io
 import json
 
 import pytest
-from django.apps import apps
 
 from annotation import services
+from annotation.importing import MAX_ERRORS_SHOWN
 from annotation.models import Label
-from tests.api.test_worker_loop import assert_error
+from tests.helpers import BAD_PROMPT_FILES, NESTED, assert_error, label_all, upload_prompts
 
 # Both databases: PostgreSQL refuses some values SQLite stores (NUL characters, out-of-range integers).
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
-NESTED = ("[" * 100_000 + "]" * 100_000).encode()
 
-
-def row_counts() -> dict[str, int]:
-    return {model._meta.label: model._default_manager.count() for model in apps.get_models()
-            if model._meta.app_label not in {"sessions"}}
-
-
-@pytest.fixture
-def unchanged():
-    """Call ``unchanged()`` once the world is set up; the database must then stay as it is."""
-    before = {}
-
-    def start():
-        before.update(row_counts())
-
-    yield start
-    assert before, "the test never took its snapshot"
-    assert row_counts() == before
-
-
-def upload(client, campaign, data: bytes, name: str):
-    file = io.BytesIO(data)
-    file.name = name
-    return client.post(f"/api/v1/campaigns/{campaign.slug}/prompts/", {"file": file}, format="multipart")
-
-
-FILES = {
-    "broken CSV quoting": (b'id,text\n1,"never closed\n2,fine\n', "prompts.csv", "broken CSV"),
-    "text after a closing quote": (b'id,text\n1,"abc"d\n', "prompts.csv", "broken CSV"),
-    "latin-1": ("id,text\n1,café crème\n".encode("latin-1"), "prompts.csv", "not UTF-8"),
-    "UTF-16": ("id,text\n1,hello\n".encode("utf-16"), "prompts.csv", "not UTF-8"),
-    "UTF-16 JSONL": ('{"id": "1", "text": "hello"}\n'.encode("utf-16"), "prompts.jsonl", "not UTF-8"),
-    "NUL bytes": (b"id,text\n1,a\x00b\n", "prompts.csv", "NUL"),
-    "an escaped NUL in JSONL": (b'{"id": "1", "text": "a\\u0000b"}\n', "prompts.jsonl", "NUL"),
-    "a huge CSV cell": (b"id,text\n1," + b"x" * 200_000 + b"\n", "prompts.csv", "broken CSV"),
-    "a huge id": (json.dumps({"id": "i" * 1000, "text": "t"}).encode(), "prompts.jsonl", "longer than 200"),
-    "missing text column": (b"id,body\n1,hello\n", "prompts.csv", "missing column 'text'"),
-    "missing id field": (b'{"text": "hello"}\n', "prompts.jsonl", "missing field 'id'"),
-    "more cells than columns": (b"id,text\n1,a,b\n", "prompts.csv", "more cells"),
-    "header only": (b"id,text\n", "prompts.csv", "no prompts"),
-    "nested JSON in a CSV cell": (b'id,text,options\n1,a,"' + b"[" * 100_000 + b'"\n', "prompts.csv", "bad options"),
-    "not JSON": (b'{"id": 1, "text": "a"\n', "prompts.jsonl", "not valid JSON"),
-    "a JSON list per line": (b'["1", "a"]\n', "prompts.jsonl", "JSON object"),
-    "deeply nested line": (b'{"id": "1", "text": ' + NESTED + b"}\n", "prompts.jsonl", "not valid JSON"),
-    "text is a number": (b'{"id": "1", "text": 5}\n', "prompts.jsonl", "empty text"),
-    "gold outside the schema": (b"id,text,gold\n1,hello,yes\n", "prompts.csv", "bad gold value"),
-    "options of the wrong type": (b'{"id": "1", "text": "a", "options": {"x": 1}}\n', "prompts.jsonl", "bad options"),
-    "one good row, one bad": (b"id,text,gold\n1,fine,1\n2,bad,7\n", "prompts.csv", "line 3"),
-}
-
-
-@pytest.mark.parametrize("case", list(FILES))
-def test_a_malformed_prompt_file_is_refused_and_imports_nothing(case, make_campaign, researcher, api, unchanged):
-    data, name, expected = FILES[case]
-    campaign = make_campaign(0, launch=False)
+@pytest.mark.parametrize("case", list(BAD_PROMPT_FILES))
+def test_a_bad_prompt_file_is_refused_naming_each_line_and_imports_nothing(request, case, researcher, api, unchanged):
+    bad = BAD_PROMPT_FILES[case]
+    campaign = request.getfixturevalue(bad.campaign)
     unchanged()
-    error = assert_error(upload(api(researcher), campaign, data, name), 400, "bad_prompt_file")
-    assert expected in error["message"], error
+    error = assert_error(upload_prompts(api(researcher), campaign, bad.data, bad.filename), 400, "bad_prompt_file")
+    lines = {}
+    for line, message in bad.errors[:MAX_ERRORS_SHOWN]:
+        lines.setdefault(str(line), []).append(message)
+    assert error["fields"] == {"lines": lines}
     assert len(error["message"]) < 5000
 
 
@@ -89,8 +42,13 @@ BODIES = {
     "broken multipart": ("multipart/form-data; boundary=xyz", b"--xyz\r\nnonsense", 400, "invalid"),
     "multipart without a boundary": ("multipart/form-data", b"whatever", 400, "parse_error"),
     "plain text": ("text/plain", b"id,text\n1,a\n", 415, "unsupported_media_type"),
-    "an empty file": ("multipart/form-data; boundary=b", b'--b\r\nContent-Disposition: form-data; name="file"; '
-                      b'filename="p.csv"\r\nContent-Type: text/csv\r\n\r\n\r\n--b--\r\n', 400, "invalid"),
+    "an empty file": (
+        "multipart/form-data; boundary=b",
+        b'--b\r\nContent-Disposition: form-data; name="file"; '
+        b'filename="p.csv"\r\nContent-Type: text/csv\r\n\r\n\r\n--b--\r\n',
+        400,
+        "invalid",
+    ),
 }
 
 
@@ -158,11 +116,14 @@ def test_a_username_with_a_nul_character_is_refused(make_campaign, researcher, a
     unchanged()
     client = api(researcher)
     assert_error(client.delete(f"/api/v1/campaigns/{campaign.slug}/collaborators/a%00b/"), 400, "invalid")
-    assert_error(client.post(f"/api/v1/campaigns/{campaign.slug}/collaborators/", {"username": "a\x00b"}, format="json"),
-                 400, "invalid")
+    assert_error(
+        client.post(f"/api/v1/campaigns/{campaign.slug}/collaborators/", {"username": "a\x00b"}, format="json"),
+        400,
+        "invalid",
+    )
 
 
-FORMULAS = ["=cmd|' /C calc'!A0", "+SUM(1,2)", "-2+3", "@IMPORTXML(x)", "\t=1+1", "=HYPERLINK(\"http://x\")"]
+FORMULAS = ["=cmd|' /C calc'!A0", "+SUM(1,2)", "-2+3", "@IMPORTXML(x)", "\t=1+1", '=HYPERLINK("http://x")']
 
 
 def test_formula_cells_are_defused_in_the_csv_export(make_campaign, make_worker, researcher, api):
@@ -173,11 +134,9 @@ def test_formula_cells_are_defused_in_the_csv_export(make_campaign, make_worker,
     for n, formula in enumerate(FORMULAS):
         writer.writerow([f"f{n}", f"{formula} statement", formula])
     writer.writerow(["plain", "-1", "-1"])  # a plain negative number is data, not a formula
-    assert upload(api(researcher), campaign, out.getvalue().encode(), "evil.csv").status_code == 201
+    assert upload_prompts(api(researcher), campaign, out.getvalue().encode(), "evil.csv").status_code == 201
     services.campaign_transition(campaign=campaign, action="launch")
-    worker = make_worker()
-    while not isinstance(lease := services.lease_acquire(campaign=campaign, worker=worker), services.NothingLeft):
-        services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token=f"t{lease.pk}")
+    label_all(campaign, make_worker())
     assert Label.objects.count() == len(FORMULAS) + 1
 
     response = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/labels.csv")

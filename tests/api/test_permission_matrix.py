@@ -13,6 +13,7 @@ and so does a worker URL of a campaign not launched yet to everybody but its man
 a campaign you manage but may not share answers 403; anonymous API calls get 401, anonymous page
 requests a redirect to the sign-in page.
 """
+
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
@@ -25,7 +26,7 @@ from rest_framework.test import APIClient
 from annotation import services
 from annotation.channels.services import publication_create_panel
 from audits.services import audit_full
-from tests.conftest import prompts_jsonl
+from tests.helpers import prompts_jsonl
 
 ROLES = ("anonymous", "worker", "owner", "other", "collaborator", "staff")
 SIGNED_IN = ROLES[1:]
@@ -94,7 +95,8 @@ def mturk_publication(world) -> None:
     channels = {"mturk": {"BACKEND": "annotation.channels.locmem.LocMemChannel", "OPTIONS": {}}}
     with override_settings(CHORUS_CHANNELS=channels, CHORUS_PUBLIC_URL="https://chorus.test"):
         publication = publication_create_mturk(
-            campaign=world["campaign"], user=world["users"]["owner"],
+            campaign=world["campaign"],
+            user=world["users"]["owner"],
             options={"title": "Matrix", "description": "Matrix", "reward": "0.10"},
         )
     world["kwargs"]["mturk_pk"] = publication.pk
@@ -113,6 +115,30 @@ def draft_campaign(world) -> None:
     world["kwargs"].update(draft=gamma.slug, draft_token=invitation.token, draft_panel=panel.slug)
 
 
+def unseen_prompt(world) -> None:
+    """A prompt with gold that no worker was shown yet ('fresh'), which may become a control."""
+    rows = b'{"id": "fresh", "text": "Fresh", "gold": 1}\n'
+    services.prompts_import(campaign=world["campaign"], data=rows, filename="fresh.jsonl")
+
+
+def worker_action(world) -> None:
+    """A flag on the world's worker in its campaign, as ``W("action_id")``."""
+    from annotation.services.quality import worker_flag
+
+    worker = services.worker_for_user(user=world["users"]["worker"])
+    world["kwargs"]["action_id"] = worker_flag(campaign=world["campaign"], worker=worker, reason="matrix").pk
+
+
+def quality_rule(world) -> None:
+    """A quality rule of the world's campaign, as ``W("rule_id")``."""
+    from annotation.services.rules import rule_create
+
+    rule = rule_create(campaign=world["campaign"], by=world["users"]["owner"], **RULE)
+    world["kwargs"]["rule_id"] = rule.pk
+
+
+RULE = {"metric": "straight_lining", "threshold": 0.9, "min_labels": 20, "action": "flag"}
+RULE_ID = {"kwargs": {"rule_id": W("rule_id")}, "prepare": quality_rule}
 DRAFT = {"kwargs": {"slug": W("draft")}, "prepare": draft_campaign}
 API = {"anonymous": 401}
 ROWS = {"value": 1, "client_token": "matrix"}
@@ -152,6 +178,10 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/close/": [managers("POST", 200, **API)],
     "api/v1/campaigns/<slug:slug>/progress/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/prompts/": [managers("POST", 201, data=[{"id": "new", "text": "New"}], **API)],
+    "api/v1/campaigns/<slug:slug>/controls/": [
+        managers("GET", 200, **API),
+        managers("POST", 200, data={"external_ids": ["fresh"]}, prepare=unseen_prompt, **API),
+    ],
     "api/v1/campaigns/<slug:slug>/collaborators/": [
         managers("GET", 200, **API),
         owners("POST", 201, data={"username": "other"}, **API),
@@ -165,13 +195,27 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/audit/report.json": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/report.md": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/recompute/": [managers("POST", 202, **API)],
+    "api/v1/campaigns/<slug:slug>/quality-rules/": [
+        managers("GET", 200, **API),
+        managers("POST", 201, data=RULE, **API),
+    ],
+    "api/v1/campaigns/<slug:slug>/quality-rules/<int:rule_id>/deactivate/": [managers("POST", 200, **RULE_ID, **API)],
+    "api/v1/campaigns/<slug:slug>/workers/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/worker-actions/": [managers("GET", 200, **API), managers("POST", 400, **API)],
+    "api/v1/campaigns/<slug:slug>/worker-actions/<int:action_id>/undo/": [
+        managers("POST", 200, kwargs={"action_id": W("action_id")}, prepare=worker_action, **API)
+    ],
     # --- Pages: researchers -----------------------------------------------------------------------
     "": [everyone("GET", 200)],
     "campaigns/new/": [signed_in("GET", 200), signed_in("POST", 200)],  # POST: no form data, the form again
     "campaigns/<slug:slug>/": [managers("GET", 200)],
     "campaigns/<slug:slug>/edit/": [managers("GET", 200), managers("POST", 200)],  # POST: the form again
     "campaigns/<slug:slug>/import/": [managers("POST", 400)],  # no file: the form's error page
-    "campaigns/<slug:slug>/invitation/": [managers("GET", 200), managers("POST", 400)],  # POST: no lines, the form again
+    "campaigns/<slug:slug>/controls/": [managers("POST", 400)],  # no ids: the form's error page
+    "campaigns/<slug:slug>/invitation/": [
+        managers("GET", 200),
+        managers("POST", 400),
+    ],  # POST: no lines, the form again
     "campaigns/<slug:slug>/export.<str:fmt>": [managers("GET", 200)],
     # Sharing follows the API's rule (owner and staff; 403 for collaborators). The matrix posts JSON,
     # which a page's form does not read: no username, so the form's error page.
@@ -180,13 +224,21 @@ TABLE: dict[str, list[Probe]] = {
     r"^campaigns/(?P<slug>[-\w]+)/(?P<action>launch|pause|resume)/$": [
         managers("POST", 302, kwargs={"action": "pause"})
     ],
-    "campaigns/<slug:slug>/close/": [managers("GET", 200), managers("POST", 400)],  # POST: unconfirmed, the page again
+    "campaigns/<slug:slug>/close/": [managers("GET", 200), managers("POST", 400)],
+    "campaigns/<slug:slug>/rules/": [managers("POST", 400)],  # JSON, which the form does not read: its error page
+    "campaigns/<slug:slug>/rules/<int:rule_id>/deactivate/": [managers("POST", 302, **RULE_ID)],
+    "campaigns/<slug:slug>/workers/": [managers("GET", 200)],
+    "campaigns/<slug:slug>/workers/act/": [managers("POST", 400)],
+    "campaigns/<slug:slug>/workers/actions/<int:action_id>/undo/": [
+        managers("POST", 302, kwargs={"action_id": W("action_id")}, prepare=worker_action)
+    ],  # POST: unconfirmed, the page again
     # --- Pages: workers ---------------------------------------------------------------------------
     "w/<slug:slug>/": [everyone("GET", 200), managers("GET", 200, anonymous=404, **DRAFT)],
     "w/<slug:slug>/join/<str:token>/": [
         signed_in("GET", 302, anonymous=200),
-        managers("GET", 302, anonymous=404, kwargs={"slug": W("draft"), "token": W("draft_token")},
-                 prepare=draft_campaign),
+        managers(
+            "GET", 302, anonymous=404, kwargs={"slug": W("draft"), "token": W("draft_token")}, prepare=draft_campaign
+        ),
     ],
     "w/<slug:slug>/next/": [signed_in("GET", 302), managers("GET", 200, **DRAFT)],  # 200: "not launched yet"
     "w/<slug:slug>/task/<int:lease_id>/": [lease_holder("GET", 200), lease_holder("POST", 302)],
@@ -207,8 +259,14 @@ TABLE: dict[str, list[Probe]] = {
     "channels/panel/<slug:slug>/": [
         everyone("GET", 400, kwargs={"slug": W("panel_slug")}),  # no participant id
         everyone("GET", 302, kwargs={"slug": W("panel_slug")}, query={"PROLIFIC_PID": "p1", "STUDY_ID": "s1"}),
-        managers("GET", 302, anonymous=404, kwargs={"slug": W("draft_panel")}, query={"PROLIFIC_PID": "p1"},
-                 prepare=draft_campaign),
+        managers(
+            "GET",
+            302,
+            anonymous=404,
+            kwargs={"slug": W("draft_panel")},
+            query={"PROLIFIC_PID": "p1"},
+            prepare=draft_campaign,
+        ),
     ],
     "channels/panel/<slug:slug>/next/": [everyone("GET", 403, kwargs={"slug": W("panel_slug")})],  # no session
     "channels/panel/<slug:slug>/task/<int:lease_id>/": [everyone("GET", 403, kwargs={"slug": W("panel_slug")})],
@@ -287,9 +345,13 @@ def world(db):
     lease = services.lease_acquire(campaign=alpha, worker=services.worker_for_user(user=users["worker"]))
     panel = publication_create_panel(campaign=alpha, user=users["owner"], completion_code="DONE")
     kwargs = {
-        "slug": alpha.slug, "lease_id": lease.pk, "username": "collaborator", "fmt": "csv",
+        "slug": alpha.slug,
+        "lease_id": lease.pk,
+        "username": "collaborator",
+        "fmt": "csv",
         "token": services.invitations_create(campaign=alpha, created_by=users["owner"], notes=["someone"])[0].token,
-        "pk": panel.pk, "panel_slug": panel.panel.slug,
+        "pk": panel.pk,
+        "panel_slug": panel.panel.slug,
     }
     return {"users": users, "kwargs": kwargs, "campaign": alpha}
 
@@ -299,9 +361,12 @@ def _request(world, role, names, url_name, probe):
     if role != "anonymous":
         client.force_login(world["users"][role])
     values = {**world["kwargs"], **probe.kwargs}
-    url = reverse(url_name, kwargs={
-        name: world["kwargs"][values[name].name] if isinstance(values[name], W) else values[name] for name in names
-    })
+    url = reverse(
+        url_name,
+        kwargs={
+            name: world["kwargs"][values[name].name] if isinstance(values[name], W) else values[name] for name in names
+        },
+    )
     if probe.query:
         url += "?" + urlencode(probe.query)
     return getattr(client, probe.method.lower())(url, probe.data, format="json")

@@ -4,6 +4,7 @@ schema and calls the WSGI app in-process; no input may produce a 5xx.
 Path parameters are pinned to a real campaign and lease in about three cases out of four, so the
 generated bodies and query strings reach the views' logic instead of stopping at a 404.
 """
+
 import zlib
 
 import pytest
@@ -18,7 +19,7 @@ from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 
 from annotation import services
-from tests.conftest import prompts_jsonl
+from tests.helpers import prompts_jsonl
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
 
@@ -49,7 +50,9 @@ def world(in_test_transaction, db):
 @pytest.mark.django_db
 @schema.parametrize()
 @settings(
-    max_examples=25, deadline=None, derandomize=True,
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 def test_no_input_breaks_the_api(case, world):

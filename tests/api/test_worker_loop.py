@@ -1,4 +1,5 @@
 """The worker-loop API: next task, heartbeat, submit, release, and the error shape around them."""
+
 from datetime import timedelta
 from unittest import mock
 
@@ -8,6 +9,9 @@ from django.utils.dateparse import parse_datetime
 
 from annotation import services
 from annotation.models import Label, Lease
+from annotation.models.prompts import MAX_OPTIONS
+from annotation.selectors import invariant_violations
+from tests.helpers import assert_error, jsonl
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -18,15 +22,6 @@ def next_task(client, campaign):
 
 def submit(client, lease_id, value=1, token="tok"):
     return client.post(f"/api/v1/leases/{lease_id}/submit/", {"value": value, "client_token": token}, format="json")
-
-
-def assert_error(response, status, code):
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert set(body) == {"error"}
-    assert body["error"]["code"] == code
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    return body["error"]
 
 
 def test_token_from_username_and_password_signs_api_calls(make_user, make_campaign, api):
@@ -71,8 +66,11 @@ def test_submit_acknowledges_once_and_a_retry_is_a_duplicate(make_campaign, make
     ack = first.json()
     label = Label.objects.get()
     assert ack == {
-        "label_id": label.pk, "prompt_id": label.prompt_id, "created_at": ack["created_at"],
-        "worker_labels": 1, "duplicate": False,
+        "label_id": label.pk,
+        "prompt_id": label.prompt_id,
+        "created_at": ack["created_at"],
+        "worker_labels": 1,
+        "duplicate": False,
     }
     again = submit(client, lease_id, value=1, token="t-1")
     assert again.status_code == 200
@@ -130,7 +128,9 @@ def test_another_workers_lease_does_not_exist_for_you(make_campaign, make_user, 
     lease_id = next_task(owner, campaign).json()["lease"]["id"]
     intruder = api(make_user())
     for action in ("heartbeat", "submit", "release"):
-        response = intruder.post(f"/api/v1/leases/{lease_id}/{action}/", {"value": 1, "client_token": "x"}, format="json")
+        response = intruder.post(
+            f"/api/v1/leases/{lease_id}/{action}/", {"value": 1, "client_token": "x"}, format="json"
+        )
         assert_error(response, 404, "not_found")
     assert_error(intruder.post("/api/v1/leases/999999/heartbeat/"), 404, "not_found")
     assert Lease.objects.get(pk=lease_id).status == Lease.Status.ACTIVE
@@ -173,13 +173,38 @@ def test_errors_have_one_shape(make_campaign, make_user, api):
 def test_k_workers_label_a_campaign_through_the_api(make_campaign, make_user, api):
     campaign = make_campaign(4, k=3)
     clients = [api(make_user()) for _ in range(4)]
-    acknowledged = 0
+    acknowledged = []
     for _ in range(5):
         for n, client in enumerate(clients):
             lease = next_task(client, campaign).json()["lease"]
             if lease:
-                assert submit(client, lease["id"], value=n % 2, token=f"{lease['id']}").status_code == 201
-                acknowledged += 1
-    assert acknowledged == 12
-    assert sorted(campaign.prompts.values_list("n_labels", flat=True)) == [3, 3, 3, 3]
-    assert Label.objects.values("prompt", "worker").distinct().count() == 12
+                response = submit(client, lease["id"], value=n % 2, token=f"{lease['id']}")
+                assert response.status_code == 201
+                acknowledged.append(response.json()["label_id"])
+    assert len(acknowledged) == 12
+    # k labels per prompt, from k distinct workers, each acknowledged one stored
+    assert invariant_violations(campaign=campaign, acknowledged=acknowledged, complete=True) == []
+
+
+def test_a_prompt_with_the_most_options_a_prompt_may_have_is_labeled(researcher, make_user, api):
+    campaign = services.campaign_create(
+        owner=researcher,
+        title="Many options",
+        schema="option_rating",
+        scale_min=0,
+        scale_max=1,
+        k=1,
+        binarization={"0": 0, "1": 1},
+    )
+    options = [f"option {n}" for n in range(1, MAX_OPTIONS + 1)]
+    services.prompts_import(
+        campaign=campaign, data=jsonl({"id": "many", "text": "Rate each.", "options": options}), filename="many.jsonl"
+    )
+    services.campaign_transition(campaign=campaign, action="launch")
+    client = api(make_user())
+    lease = next_task(client, campaign).json()["lease"]
+    assert lease["prompt"]["options"] == options
+    response = submit(client, lease["id"], value=[n % 2 for n in range(MAX_OPTIONS)])
+    assert response.status_code == 201, response.content
+    assert Label.objects.get().value == [n % 2 for n in range(MAX_OPTIONS)]
+    assert_error(submit(client, lease["id"], value=[1] * (MAX_OPTIONS + 1), token="longer"), 400, "invalid")

@@ -1,8 +1,10 @@
 """Fixtures for the audit tests: dataset locations and converters into labels files.
 
 The datasets live in ``shared/datasets`` next to the repository (``../shared/datasets`` from the
-repo root), or wherever ``CHORUS_DATASETS`` points. Converters write temporary labels files; no copy of the data is committed.
+repo root), or wherever ``CHORUS_DATASETS`` points. Converters write temporary labels files; no copy
+of the data is committed.
 """
+
 from __future__ import annotations
 
 import csv
@@ -19,7 +21,9 @@ DATASETS = Path(os.environ.get("CHORUS_DATASETS", REPO / ".." / "shared" / "data
 def dataset(*parts: str) -> Path:
     path = DATASETS.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"dataset not available: {path} (see shared/datasets/*/PROVENANCE.md; set CHORUS_DATASETS to their folder)")
+        pytest.skip(
+            f"dataset not available: {path} (see shared/datasets/*/PROVENANCE.md; set CHORUS_DATASETS to their folder)"
+        )
     return path
 
 

@@ -3,14 +3,14 @@
 Plain Python: dicts, loops and the ``statistics`` module (which sums exactly with fractions), no
 numpy and no shared code with ``audits``. Labels are a dict ``{(worker, prompt): value}``.
 """
+
 from __future__ import annotations
 
 import math
 import statistics
 from collections import Counter
 
-NAMES = ("level_noise", "pattern_noise_orig", "pattern_noise_mod", "system_noise_orig", "system_noise_mod",
-         "residual")
+NAMES = ("level_noise", "pattern_noise_orig", "pattern_noise_mod", "system_noise_orig", "system_noise_mod", "residual")
 
 
 def sd(values, ddof):
@@ -22,14 +22,14 @@ def sd(values, ddof):
 
 def by_worker(labels):
     out = {}
-    for (w, p), v in labels.items():
+    for (w, _p), v in labels.items():
         out.setdefault(w, []).append(v)
     return out
 
 
 def by_prompt(labels):
     out = {}
-    for (w, p), v in labels.items():
+    for (_w, p), v in labels.items():
         out.setdefault(p, []).append(v)
     return out
 
@@ -44,14 +44,23 @@ def six_numbers(labels, ddof=1):
     sn = sd(list(labels.values()), ddof)
     residual = None
     if sn is not None and ln is not None and pn_orig is not None:
-        residual = sn ** 2 - ln ** 2 - pn_orig ** 2
+        residual = sn**2 - ln**2 - pn_orig**2
     mod_sum = sn_mod = None
     if residual is not None and pn_mod is not None:
-        mod_sum = ln ** 2 + pn_mod ** 2 + residual
+        mod_sum = ln**2 + pn_mod**2 + residual
         sn_mod = math.sqrt(mod_sum) if mod_sum >= 0 else None
-    return {"level_noise": ln, "pattern_noise_orig": pn_orig, "pattern_noise_mod": pn_mod,
-            "system_noise_orig": sn, "system_noise_mod": sn_mod, "residual": residual, "mod_sum": mod_sum,
-            "n_workers": len(workers), "n_prompts": len(prompts), "n_labels": len(labels)}
+    return {
+        "level_noise": ln,
+        "pattern_noise_orig": pn_orig,
+        "pattern_noise_mod": pn_mod,
+        "system_noise_orig": sn,
+        "system_noise_mod": sn_mod,
+        "residual": residual,
+        "mod_sum": mod_sum,
+        "n_workers": len(workers),
+        "n_prompts": len(prompts),
+        "n_labels": len(labels),
+    }
 
 
 def loo(labels):
@@ -78,7 +87,7 @@ def loo(labels):
 def loo_accuracy(labels):
     """{worker: (n_scored, n_correct)}."""
     res = {}
-    for (w, p), o in loo(labels).items():
+    for (w, _p), o in loo(labels).items():
         n, c = res.get(w, (0, 0))
         if o in ("correct", "wrong"):
             res[w] = (n + 1, c + (o == "correct"))

@@ -1,4 +1,5 @@
 """Leave-one-out and gold accuracy, confidence intervals, noise-accuracy regression."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,14 +9,14 @@ from scipy import stats
 from audits import (
     LabelMatrix,
     gold_accuracy,
-    loo_accuracy,
     least_squares,
+    loo_accuracy,
     noise_accuracy_regression,
     normal_interval,
     wilson_interval,
     worker_noise,
 )
-from audits.accuracy import Regression
+from audits.engine.accuracy import Regression
 
 
 @pytest.mark.parametrize("k, n", [(0, 1), (1, 1), (7, 10), (59, 60), (60, 60), (3, 250), (0, 5), (123, 200)])
@@ -97,7 +98,7 @@ def test_regression_matches_linregress_and_reports_f():
     r = regs["level_noise"]
     assert isinstance(r, Regression)
     assert r.slope == pytest.approx(ref.slope) and r.intercept == pytest.approx(ref.intercept)
-    assert r.r2 == pytest.approx(ref.rvalue ** 2)
+    assert r.r2 == pytest.approx(ref.rvalue**2)
     n = int(ok.sum())
     f = r.r2 * (n - 2) / (1 - r.r2)
     assert r.f == pytest.approx(f)
@@ -114,7 +115,7 @@ def test_least_squares_equals_scipy_linregress(seed):
     ref = stats.linregress(x, y)
     assert slope == pytest.approx(ref.slope, rel=1e-12, abs=1e-12)
     assert intercept == pytest.approx(ref.intercept, rel=1e-12, abs=1e-12)
-    assert r2 == pytest.approx(ref.rvalue ** 2, rel=1e-12, abs=1e-12)
+    assert r2 == pytest.approx(ref.rvalue**2, rel=1e-12, abs=1e-12)
     assert p == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-15)
     assert stderr == pytest.approx(ref.stderr, rel=1e-9, abs=1e-7)  # sqrt(1 − r²) magnifies rounding at r² ≈ 1
     assert p == pytest.approx(stats.f.sf(f, 1, n - 2), rel=1e-9, abs=1e-15)  # F = t², so one p for both tests

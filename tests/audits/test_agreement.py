@@ -1,4 +1,5 @@
 """Krippendorff's alpha and Gwet's AC1/AC2 against hand-worked and published examples."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,8 +57,9 @@ def test_alpha_hand_worked_three_categories_with_missing():
     assert krippendorff_alpha(m, level="nominal").value == pytest.approx(7 / 16, abs=1e-12)
 
 
-@pytest.mark.parametrize("level, published", [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849),
-                                              ("ratio", 0.797)])
+@pytest.mark.parametrize(
+    "level, published", [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849), ("ratio", 0.797)]
+)
 def test_alpha_krippendorff_2011_example(level, published):
     m = matrix_from_rows(KRIPP_EXAMPLE)
     assert round(krippendorff_alpha(m, level=level).value, 3) == published
@@ -104,8 +106,8 @@ def test_gwet_ac1_hand_worked_binary():
 
 def test_gwet_weights_match_irrcac_tables():
     # irrCAC vignette, categories 1:3
-    np.testing.assert_allclose(gwet_weights([1, 2, 3], "linear"), [[1, .5, 0], [.5, 1, .5], [0, .5, 1]])
-    np.testing.assert_allclose(gwet_weights([1, 2, 3], "quadratic"), [[1, .75, 0], [.75, 1, .75], [0, .75, 1]])
+    np.testing.assert_allclose(gwet_weights([1, 2, 3], "linear"), [[1, 0.5, 0], [0.5, 1, 0.5], [0, 0.5, 1]])
+    np.testing.assert_allclose(gwet_weights([1, 2, 3], "quadratic"), [[1, 0.75, 0], [0.75, 1, 0.75], [0, 0.75, 1]])
     np.testing.assert_allclose(gwet_weights([1, 2, 3], "ordinal"), [[1, 2 / 3, 0], [2 / 3, 1, 2 / 3], [0, 2 / 3, 1]])
 
 
@@ -133,7 +135,7 @@ def test_agreement_section_uses_raw_values_not_binarized():
     # binarized the two raters agree perfectly; on the raw 1-4 scale they never do: four values
     # seen once each, D_o = D_e = 1, nominal alpha = 0
     assert sec["alpha_nominal"]["value"] == pytest.approx(0.0, abs=1e-12)
-    assert krippendorff_alpha(m, values="unit").value == pytest.approx(1.0)
+    assert krippendorff_alpha(m, values="scaled").value == pytest.approx(1.0)
     assert sec["gwet_ac1"]["value"] < 0.5
 
 

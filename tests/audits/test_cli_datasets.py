@@ -4,6 +4,7 @@ ComVE MTurk (the study's counts), TG-CSR (tf and binarized mc sheets, and the au
 leave-one-out "ground truth"), WordSim-353 (continuous ratings, two rater panels), and Snow et al.
 2008 (RTE, TEMP, WordSim, an affect task). Counts come from each dataset's PROVENANCE.md.
 """
+
 from __future__ import annotations
 
 import csv
@@ -37,7 +38,7 @@ def test_comve_counts(comve_report):
     assert (r["n_workers"], r["n_labels"], r["n_prompts"]) == (244, 10_000, 2_000)
     lw = r["counts"]["labels_per_worker"]
     assert round(lw["mean"], 2) == 40.98 and lw["max"] == 258 and lw["min"] == 1 and lw["median"] == 29
-    assert r["counts"]["unit_values"] == {"0.0": 4425, "1.0": 5575}
+    assert r["counts"]["scaled_values"] == {"0.0": 4425, "1.0": 5575}
     assert r["sd"] == "sample"
 
 
@@ -50,8 +51,9 @@ def test_comve_six_numbers_are_consistent(comve_report):
     r = comve_report
     for k in ("level_noise", "pattern_noise_orig", "pattern_noise_mod", "system_noise_orig", "system_noise_mod"):
         assert 0 < r[k] < 0.6, k
-    assert r["system_noise_orig"] ** 2 == pytest.approx(r["level_noise"] ** 2 + r["pattern_noise_orig"] ** 2
-                                                        + r["residual"], abs=1e-12)
+    assert r["system_noise_orig"] ** 2 == pytest.approx(
+        r["level_noise"] ** 2 + r["pattern_noise_orig"] ** 2 + r["residual"], abs=1e-12
+    )
     # per-prompt vote counts 0..5 = 468, 308, 156, 98, 189, 781 (PROVENANCE): PN_orig from them directly
     import statistics
 
@@ -124,12 +126,12 @@ def test_tgcsr_sheet(tmp_path, sheet):
     assert r["counts"]["n_missing"] == missing and r["counts"]["n_invalid"] == 0
     assert r["n_prompts"] == rows - empty_rows
     if sheet.endswith("-mc"):
-        assert r["counts"]["unit_values"] == {"0.0": counts[1] + counts[2], "1.0": counts[3] + counts[4]}
+        assert r["counts"]["scaled_values"] == {"0.0": counts[1] + counts[2], "1.0": counts[3] + counts[4]}
         # alpha/AC on the raw 1-4 ratings: four categories
         assert r["agreement"]["gwet_ac1"]["n_categories"] == 4
         assert r["agreement"]["alpha_ordinal"]["value"] is not None
     else:
-        assert r["counts"]["unit_values"] == {"0.0": counts[0], "1.0": counts[1]}
+        assert r["counts"]["scaled_values"] == {"0.0": counts[0], "1.0": counts[1]}
     assert r["partitions_meta"]["k"] == 6
     assert sum(r["partitions"].values()) == r["partitions_meta"]["n_prompts_with_k"]
     assert r["computed_on"]["last_label_at"] == "2023-01-01T00:00:00Z"
@@ -173,7 +175,7 @@ def test_wordsim353_two_panels(tmp_path):
     assert 0.4 < alpha < 0.9  # raters agree well on relatedness but not perfectly
     prec = r["precision"]
     assert prec["n_items_with_sd"] == 353 and 0.5 < prec["mean_item_sd"] < 3  # raw 0-10 scale
-    # rescaled to 0..1 the six numbers are on the unit scale
+    # rescaled to 0..1, the six numbers are computed on the scaled values
     assert 0 < r["level_noise"] < r["system_noise_orig"] < 0.5
 
 
@@ -204,8 +206,12 @@ def test_snow2008_categorical_tasks(tmp_path, task, binarize, n_labels, n_items,
     r = audit(*args)
     assert (r["n_labels"], r["n_prompts"], r["n_workers"]) == (n_labels, n_items, n_workers)
     assert r["counts"]["labels_per_prompt"] == {"min": 10, "median": 10.0, "mean": 10.0, "max": 10}
-    assert r["partitions_meta"] == {"k": 10, "k_source": "most common label count", "n_prompts_with_k": n_items,
-                                    "n_prompts_other": 0}
+    assert r["partitions_meta"] == {
+        "k": 10,
+        "k_source": "most common label count",
+        "n_prompts_with_k": n_items,
+        "n_prompts_other": 0,
+    }
     assert sum(r["partitions"].values()) == n_items and set(r["partitions"]) == {str(d) for d in range(6)}
     gold = r["accuracy_gold_summary"]
     assert gold["n_scored"] == n_labels
@@ -219,6 +225,43 @@ def test_snow2008_rte_gold_counts(tmp_path):
     import numpy as np
 
     assert int(np.nansum(m.gold)) == 400 and int(np.isfinite(m.gold).sum()) == 800  # gold 400/400
+
+
+def test_snow2008_rte_ground_truths_through_the_cli(tmp_path):
+    """``--ground-truth`` adds the report key ``ground_truths`` in the documented shape; Dawid–Skene,
+    which weighs workers by their estimated confusion, beats the plain majority on RTE's 800 items."""
+    r = audit(
+        snow_labels(tmp_path, "rte"),
+        "--ground-truth",
+        "majority",
+        "--ground-truth",
+        "dawid_skene",
+        "--sweep",
+        "none",
+        "--no-per-worker",
+        "--no-agreement",
+    )
+    truths = r["ground_truths"]
+    assert list(truths) == ["majority", "dawid_skene"]
+    for method in truths:
+        assert len(truths[method]["labels"]) == 800
+        assert set(truths[method]["labels"].values()) <= {0, 1}
+    assert truths["majority"]["accuracy_gold"] == pytest.approx(0.875, abs=1e-9)
+    assert truths["dawid_skene"]["accuracy_gold"] > 0.92
+    out = io.StringIO()
+    call_command(
+        "audit",
+        str(snow_labels(tmp_path, "rte")),
+        "--ground-truth",
+        "majority",
+        "--sweep",
+        "none",
+        "--format",
+        "markdown",
+        stdout=out,
+    )
+    assert "## Alternative ground truths" in out.getvalue()
+    assert "ground_truths" not in audit(snow_labels(tmp_path, "rte"), "--sweep", "none", "--no-per-worker")
 
 
 @pytest.mark.parametrize("task, rescale", [("wordsim", "0:10"), ("valence", "-100:100"), ("anger", "0:100")])
@@ -253,8 +296,9 @@ def test_cli_malformed_file_is_a_command_error_naming_line_and_column(tmp_path):
 def test_cli_subprocess_exit_code_and_no_traceback(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("worker,prompt\na,1\n")
-    proc = subprocess.run([sys.executable, "manage.py", "audit", str(bad)], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "audit", str(bad)], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1
     assert "line 1, column value: missing required column 'value'" in proc.stderr
     assert "Traceback" not in proc.stderr

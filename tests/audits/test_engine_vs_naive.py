@@ -3,6 +3,7 @@
 Random sparse matrices with missing cells and ties: the six numbers, leave-one-out accuracy,
 volume filters and sweeps, per-worker noise and partitions.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +20,7 @@ from audits import (
     volume_sweep,
     worker_noise,
 )
-from audits.noise import NOISE_KEYS
+from audits.engine.noise import NOISE_KEYS
 
 from . import naive
 from .test_noise import matrix_of, sparse_labels
@@ -104,8 +105,9 @@ def test_volume_filters_and_sweeps_match_naive(labels, ddof, kind):
             row = sweep.at(t)
             assert_numbers(row, ref)
             assert row["workers_kept"] == ref["workers_kept"] and row["labels_kept"] == ref["labels_kept"]
-            assert [row["prompt_distribution"][str(c)] for c in range(len(ref["prompt_distribution"]))] == \
-                ref["prompt_distribution"]
+            assert [row["prompt_distribution"][str(c)] for c in range(len(ref["prompt_distribution"]))] == ref[
+                "prompt_distribution"
+            ]
             fb = fallback.at(t)
             for k in ("level_noise", "pattern_noise_orig", "pattern_noise_mod", "system_noise_orig"):
                 if ref[k] is None:

@@ -1,4 +1,5 @@
 """The worker flags' rules: the underpowered cut-off scaled to the campaign, and straight-lining."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,13 +7,15 @@ import pytest
 from scipy import stats
 
 from audits import LabelMatrix, full_report, gold_accuracy, loo_accuracy
-from audits.accuracy import MIN_SCORED_FLOOR, UNDERPOWERED_N, power_cutoff, wilson_interval
-from audits.flags import binomial_tail, straight_lining, straight_lining_binary
+from audits.engine.accuracy import MIN_SCORED_FLOOR, UNDERPOWERED_N, power_cutoff, wilson_interval
+from audits.engine.flags import binomial_tail, straight_lining, straight_lining_binary
 
 
 # ------------------------------------------------------------------------------ underpowered cut-off
-@pytest.mark.parametrize("m, cutoff", [(0, 10), (39, 10), (40, 10), (41, 11), (60, 15), (61, 16), (239, 60),
-                                       (240, 60), (2000, 60), (10**6, 60)])
+@pytest.mark.parametrize(
+    "m, cutoff",
+    [(0, 10), (39, 10), (40, 10), (41, 11), (60, 15), (61, 16), (239, 60), (240, 60), (2000, 60), (10**6, 60)],
+)
 def test_the_cutoff_is_a_quarter_of_the_prompts_between_10_and_60(m, cutoff):
     assert power_cutoff(m) == cutoff
 
@@ -58,8 +61,10 @@ def test_accuracy_scales_its_cutoff_to_the_matrix_unless_given_one():
 
 
 # ------------------------------------------------------------------------------ straight-lining
-@pytest.mark.parametrize("c, n, q", [(20, 20, 0.5), (18, 20, 0.5), (9, 10, 0.55), (95, 100, 0.9), (1, 1, 0.3),
-                                     (300, 330, 0.62), (5, 5, 0.999)])
+@pytest.mark.parametrize(
+    "c, n, q",
+    [(20, 20, 0.5), (18, 20, 0.5), (9, 10, 0.55), (95, 100, 0.9), (1, 1, 0.3), (300, 330, 0.62), (5, 5, 0.999)],
+)
 def test_binomial_tail_matches_scipy(c, n, q):
     assert binomial_tail(c, n, q) == pytest.approx(stats.binom.sf(c - 1, n, q), rel=1e-9, abs=1e-300)
 
@@ -94,7 +99,9 @@ def test_same_answer_workers_are_flagged_and_careful_ones_are_not():
     i = s.worker_ids.tolist().index("spam0")
     n = int(s.n_labels[i])
     assert n >= 10 and s.value[i] == 1.0 and s.share[i] == 1.0
-    assert s.reason(i, {1.0: "Plausible"}).startswith(f"answers 1 (Plausible) to 100 % of {n} prompts (the other workers: ")
+    assert s.reason(i, {1.0: "Plausible"}).startswith(
+        f"answers 1 (Plausible) to 100 % of {n} prompts (the other workers: "
+    )
 
 
 def test_careful_workers_on_a_skewed_campaign_are_not_flagged():
@@ -130,7 +137,7 @@ def test_the_binary_statistics_give_the_matrix_result():
 
 
 def test_many_distinct_values_take_the_sorting_path():
-    # continuous unit values (a rescaled rating): the worker × value table would be too large to count
+    # continuous scaled values (a rescaled rating): the worker × value table would be too large to count
     rng = np.random.default_rng(0)
     w = np.repeat(np.arange(3000), 12)
     v = np.round(rng.random(w.size), 4)
@@ -144,8 +151,12 @@ def test_the_report_lists_straight_liners_in_json_and_markdown():
     entries = d["straight_lining"]["workers"]
     assert sorted(e["worker"] for e in entries) == ["spam0", "spam1"]
     assert set(entries[0]) == {"worker", "n_labels", "value", "share", "others_share", "p", "reason"}
-    assert d["straight_lining"]["rule"] == {"min_labels": 10, "min_share": 0.9, "alpha": 0.01,
-                                            "reference": "share of the answer among the other workers' labels (binomial tail)"}
+    assert d["straight_lining"]["rule"] == {
+        "min_labels": 10,
+        "min_share": 0.9,
+        "alpha": 0.01,
+        "reference": "share of the answer among the other workers' labels (binomial tail)",
+    }
     from audits import render_markdown
 
     md = render_markdown(d)
@@ -157,8 +168,9 @@ def test_the_report_lists_straight_liners_in_json_and_markdown():
     assert "0 underpowered (N < 15 = min(60, max(10, ⌈60 prompts / 4⌉)))" in md
 
 
-@pytest.mark.parametrize("kwargs, match", [({"min_share": 0.4}, "min_share"), ({"alpha": 0}, "alpha"),
-                                           ({"min_labels": 0}, "min_labels")])
+@pytest.mark.parametrize(
+    "kwargs, match", [({"min_share": 0.4}, "min_share"), ({"alpha": 0}, "alpha"), ({"min_labels": 0}, "min_labels")]
+)
 def test_bad_rule_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         straight_lining(crowd(), **kwargs)

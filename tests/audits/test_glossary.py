@@ -1,25 +1,31 @@
 """The words the dashboard, the guide and the Markdown report use: every reference value they quote is
 recomputed here from the study's released labels (skipped, saying why, where the datasets are absent)."""
+
 from __future__ import annotations
 
 import pytest
 
 from audits import LabelMatrix, agreement_coefficients, full_report, noise_audit, read_labels
-from audits.flags import straight_lining
-from audits.glossary import ACCURACY, AGREEMENT, NUMBERS, REFERENCE, agreement_name, agreement_reading
-from audits.noise import NOISE_KEYS
+from audits.engine.flags import straight_lining
+from audits.engine.glossary import ACCURACY, AGREEMENT, NUMBERS, REFERENCE, agreement_name, agreement_reading
+from audits.engine.noise import NOISE_KEYS
 
 from .conftest import REPO, tgcsr_labels
 
-SHEETS = [f"{context}-{fmt}" for context in ("vacationing-abroad", "camping", "bad-weather", "dental-cleaning")
-          for fmt in ("tf", "mc")]
+SHEETS = [
+    f"{context}-{fmt}"
+    for context in ("vacationing-abroad", "camping", "bad-weather", "dental-cleaning")
+    for fmt in ("tf", "mc")
+]
 
 
 @pytest.fixture(scope="module")
 def tgcsr(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tgcsr")
-    return {sheet: read_labels(tgcsr_labels(tmp, sheet), binarize="1:0,2:0,3:1,4:1" if sheet.endswith("mc") else None)
-            for sheet in SHEETS}
+    return {
+        sheet: read_labels(tgcsr_labels(tmp, sheet), binarize="1:0,2:0,3:1,4:1" if sheet.endswith("mc") else None)
+        for sheet in SHEETS
+    }
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +72,10 @@ def test_agreement_and_accuracy_references(tgcsr, comve):
     assert round(report["accuracy_summary"]["pooled_accuracy"], 3) == REFERENCE["loo_accuracy"]["comve"]
     assert round(report["accuracy_gold_summary"]["pooled_accuracy"], 3) == REFERENCE["gold_accuracy"]["comve"]
     # the sample sizes the dashboard states: all 2,000 sentences, all 10,000 labels
-    assert (report["agreement"]["alpha_nominal"]["n_units"], report["agreement"]["alpha_nominal"]["n_labels"]) == (2000, 10_000)
+    assert (report["agreement"]["alpha_nominal"]["n_units"], report["agreement"]["alpha_nominal"]["n_labels"]) == (
+        2000,
+        10_000,
+    )
     assert (report["agreement"]["gwet_ac1"]["n_units"], report["agreement"]["gwet_ac1"]["n_labels"]) == (2000, 10_000)
     # the study's 60 stays the cut-off on its own data
     assert report["accuracy_summary"]["min_scored_for_power"] == 60
@@ -90,9 +99,22 @@ def test_on_comve_straight_lining_flags_the_always_plausible_workers_the_guide_d
 
 def test_agreement_names_and_reading_bands():
     m = LabelMatrix.from_triples(list("abcabc"), [1, 1, 1, 2, 2, 2], [1, 2, 2, 3, 3, 4])
-    keys = [k for k, v in agreement_coefficients(m, levels=("nominal", "ordinal", "interval", "ratio")).items()
-            if isinstance(v, dict) and "value" in v]
+    keys = [
+        k
+        for k, v in agreement_coefficients(m, levels=("nominal", "ordinal", "interval", "ratio")).items()
+        if isinstance(v, dict) and "value" in v
+    ]
     assert set(keys) == set(AGREEMENT)  # every coefficient the engine computes has a human name
-    assert agreement_name("alpha_nominal") == "Krippendorff's α (nominal)" and agreement_name("gwet_ac1") == "Gwet's AC1"
+    assert (
+        agreement_name("alpha_nominal") == "Krippendorff's α (nominal)" and agreement_name("gwet_ac1") == "Gwet's AC1"
+    )
     assert [agreement_reading(x) for x in (1.0, 0.8, 0.7999, 0.667, 0.6669, 0.0, -0.2, None)] == [
-        "reliable", "reliable", "tentative", "tentative", "not reliable", "not reliable", "not reliable", None]
+        "reliable",
+        "reliable",
+        "tentative",
+        "tentative",
+        "not reliable",
+        "not reliable",
+        "not reliable",
+        None,
+    ]

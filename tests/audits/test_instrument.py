@@ -1,4 +1,5 @@
 """Instrument characteristics: item precision, reproducibility, telling two systems apart."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,7 @@ def test_item_precision_summary():
     m = ratings()
     ip = item_precision(m)
     per = {}
-    for (w, p, v) in zip(m.worker, m.prompt, m.raw):
+    for _w, p, v in zip(m.worker, m.prompt, m.raw):
         per.setdefault(int(p), []).append(v)
     sds = [np.std(per[j], ddof=1) for j in range(m.n_prompts)]
     np.testing.assert_allclose(ip.item_sd, sds, atol=1e-12)
@@ -56,13 +57,15 @@ def test_compare_systems_paired_t_test():
             v.append(int(rng.random() < 0.5))
     m = LabelMatrix.from_triples(w, p, v)
     labels = {}
-    for (wi, pi, x) in zip(m.worker, m.prompt, m.value):
+    for _wi, pi, x in zip(m.worker, m.prompt, m.value):
         labels.setdefault(int(pi), []).append(x)
     majority = {int(m.prompt_ids[j]): int(np.mean(labels[j]) >= 0.5) for j in labels}
     constant = {k: 1 for k in majority}
     res = compare_systems(m, majority, constant)
-    sa = [np.mean([x == majority[int(m.prompt_ids[pi])] for wi, pi, x in zip(m.worker, m.prompt, m.value) if wi == r])
-          for r in range(20)]
+    sa = [
+        np.mean([x == majority[int(m.prompt_ids[pi])] for wi, pi, x in zip(m.worker, m.prompt, m.value) if wi == r])
+        for r in range(20)
+    ]
     sb = [np.mean([x == 1 for wi, x in zip(m.worker, m.value) if wi == r]) for r in range(20)]
     ref = stats.ttest_rel(sa, sb)
     assert res.t == pytest.approx(ref.statistic) and res.p == pytest.approx(ref.pvalue)

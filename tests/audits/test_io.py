@@ -1,4 +1,5 @@
 """Labels files: formats, ignored columns, gold, and malformed files (clear errors, line and column)."""
+
 from __future__ import annotations
 
 import json
@@ -17,16 +18,43 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_chorus_export_shape_extra_columns_ignored(tmp_path):
-    path = write(tmp_path, "export.csv",
-                 "created_at,worker,prompt,value,gold,group,lease,comment\n"
-                 "2024-01-01T00:00:00Z,w1,p1,1,1,g,L1,\"hi, there\"\n"
-                 "2024-01-02T00:00:00Z,w2,p1,0,1,g,L2,\n"
-                 "2024-01-03T00:00:00Z,w1,p2,1,,g,L3,x\n")
+    path = write(
+        tmp_path,
+        "export.csv",
+        "created_at,worker,prompt,value,gold,group,lease,comment\n"
+        '2024-01-01T00:00:00Z,w1,p1,1,1,g,L1,"hi, there"\n'
+        "2024-01-02T00:00:00Z,w2,p1,0,1,g,L2,\n"
+        "2024-01-03T00:00:00Z,w1,p2,1,,g,L3,x\n",
+    )
     m = read_labels(path)
     assert (m.n_workers, m.n_prompts, m.n_labels) == (2, 2, 3)
     assert m.gold.tolist()[0] == 1.0 and np.isnan(m.gold[1])
     assert m.created_at.tolist()[-1] == "2024-01-03T00:00:00Z"
     assert m.source == "export.csv"
+
+
+def test_rows_the_live_audit_leaves_out_are_left_out(tmp_path):
+    """Chorus's export marks a control prompt's labels and an excluded worker's: read_labels drops them
+    (CSV strings and JSONL booleans alike), and a later error still names the file's own line."""
+    path = write(
+        tmp_path,
+        "export.csv",
+        "worker,prompt,value,control,excluded\n"
+        "w1,p1,1,False,False\n"
+        "w2,p1,0,True,False\n"  # a control's label
+        "w3,p1,1,False,True\n"  # an excluded worker's
+        "w1,p2,0,false,false\n",
+    )
+    m = read_labels(path)
+    assert (m.n_workers, m.n_prompts, m.n_labels) == (1, 2, 2)
+    rows = [
+        {"worker": "w1", "prompt": "p1", "value": 1, "control": False, "excluded": False},
+        {"worker": "w2", "prompt": "p1", "value": 0, "control": True, "excluded": False},
+        {"worker": "w1", "prompt": "p1", "value": 0, "control": False, "excluded": False},
+    ]
+    jsonl = write(tmp_path, "export.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(LabelFileError, match="line 3"):
+        read_labels(jsonl)  # w1 labeled p1 twice: the error names line 3, though line 2 was dropped
 
 
 def test_invalid_and_missing_values_are_counted_not_audited(tmp_path):
@@ -43,9 +71,11 @@ def test_true_false_strings_and_tsv(tmp_path):
 
 
 def test_jsonl_with_nan_token_ids_as_numbers_and_gold_file(tmp_path):
-    lines = [{"worker": 7, "prompt": 1, "value": 1, "extra": {"x": 1}},
-             {"worker": 8, "prompt": 1, "value": None},
-             {"worker": 8, "prompt": 2, "value": 0}]
+    lines = [
+        {"worker": 7, "prompt": 1, "value": 1, "extra": {"x": 1}},
+        {"worker": 8, "prompt": 1, "value": None},
+        {"worker": 8, "prompt": 2, "value": 0},
+    ]
     text = "\n".join(json.dumps(x) for x in lines) + '\n{"worker": 9, "prompt": 2, "value": NaN}\n\n'
     path = write(tmp_path, "l.jsonl", text)
     gold = write(tmp_path, "gold.csv", "prompt,gold\n1,1\n2,1\n3,0\n")
@@ -69,10 +99,10 @@ def test_predictions_file(tmp_path):
         ("worker,prompt,value\na,1,1\n\nb,1\n", 4, 3, "found 2"),
         ("worker,prompt,value\na,1,1\n,2,1\n", 3, "1 ('worker')", "empty worker"),
         ("worker,prompt,value\na, ,1\n", 2, "2 ('prompt')", "empty prompt"),
-        ("worker,prompt,value\na,\"multi\nline\",1\nb,2,1\nc,3\n", 5, 3, "found 2"),
+        ('worker,prompt,value\na,"multi\nline",1\nb,2,1\nc,3\n', 5, 3, "found 2"),
         ("worker,prompt,value\na,1,1\nb,1,0\na,1,0\n", 4, "2 ('prompt')", "labeled prompt '1' again (first on line 2)"),
         ("worker,prompt,value,gold\na,1,1,1\nb,1,0,0\n", 3, "4 ('gold')", "conflicts"),
-        ("worker,prompt,value\na,\"unterminated,1\n", 2, None, "malformed CSV"),
+        ('worker,prompt,value\na,"unterminated,1\n', 2, None, "malformed CSV"),
         ("", 1, None, "empty file"),
     ],
 )
@@ -128,8 +158,13 @@ def test_json_booleans_answer_binary_scales_only(tmp_path):
 
     def write(values):
         path = tmp_path / "labels.jsonl"
-        path.write_text("".join(json.dumps({"worker": f"w{w}", "prompt": f"p{p}", "value": v}) + "\n"
-                                for p in range(3) for w, v in enumerate(values)))
+        path.write_text(
+            "".join(
+                json.dumps({"worker": f"w{w}", "prompt": f"p{p}", "value": v}) + "\n"
+                for p in range(3)
+                for w, v in enumerate(values)
+            )
+        )
         return path
 
     rating = read_labels(write([True, 4, 1]), binarize="1:0,2:0,3:1,4:1")

@@ -1,13 +1,14 @@
 """The label matrix: constructors, schema/invalid counting, sub-matrices, large-input paths."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-import audits._util
-import audits.io
-import audits.matrix
+import audits.engine._util
+import audits.engine.io
+import audits.engine.matrix
 from audits import DuplicateLabelError, LabelMatrix, noise_audit, parse_binarize
 
 
@@ -28,8 +29,9 @@ def test_from_triples_database_style_ids_gold_and_binarization():
 
 
 def test_string_categories_with_binarize_and_raw_levels():
-    m = LabelMatrix.from_triples(["a", "b", "c"], [1, 1, 1], ["Plausible", "implausible ", "maybe"],
-                                 binarize={"plausible": 1, "implausible": 0})
+    m = LabelMatrix.from_triples(
+        ["a", "b", "c"], [1, 1, 1], ["Plausible", "implausible ", "maybe"], binarize={"plausible": 1, "implausible": 0}
+    )
     assert m.value.tolist() == [1.0, 0.0] and m.n_invalid == 1
     assert m.raw_levels.tolist() == ["implausible", "plausible"]
 
@@ -67,12 +69,12 @@ def test_duplicate_error_carries_positions():
 
 
 def test_from_frame_and_to_frame_round_trip():
-    df = pd.DataFrame({"annotator": ["x", "y", "x"], "item": ["i1", "i1", "i2"], "label": [1, 0, 1],
-                       "noise": [0.3, 0.1, 0.2]})
+    df = pd.DataFrame(
+        {"annotator": ["x", "y", "x"], "item": ["i1", "i1", "i2"], "label": [1, 0, 1], "noise": [0.3, 0.1, 0.2]}
+    )
     m = LabelMatrix.from_frame(df, worker="annotator", prompt="item", value="label")
     back = m.to_frame()
-    assert back[["worker", "prompt", "value"]].values.tolist() == [["x", "i1", 1.0], ["y", "i1", 0.0],
-                                                                     ["x", "i2", 1.0]]
+    assert back[["worker", "prompt", "value"]].values.tolist() == [["x", "i1", 1.0], ["y", "i1", 0.0], ["x", "i2", 1.0]]
     with pytest.raises(ValueError, match="worker"):
         LabelMatrix.from_frame(df)
 
@@ -86,6 +88,8 @@ def test_select_workers_drops_empty_prompts():
 def test_parse_binarize():
     assert parse_binarize("1:0, 2:0,3:1,4:1") == {1.0: 0.0, 2.0: 0.0, 3.0: 1.0, 4.0: 1.0}
     assert parse_binarize({"Yes": 1, "no": 0}) == {"yes": 1.0, "no": 0.0}
+    with pytest.raises(ValueError, match="is not of the form raw:scaled"):
+        parse_binarize("1-0")
 
 
 def test_large_input_paths_equal_small_ones(monkeypatch, tmp_path):
@@ -97,10 +101,10 @@ def test_large_input_paths_equal_small_ones(monkeypatch, tmp_path):
     raw = rng.choice(np.array(["1", "2", "3", "4", "", "x", "NA"], dtype=object), n)
     path = tmp_path / "l.csv"
     pd.DataFrame({"worker": workers, "prompt": prompts, "value": raw, "gold": "3"}).to_csv(path, index=False)
-    small = audits.io.read_labels(path, binarize="1:0,2:0,3:1,4:1")
-    for mod in (audits._util, audits.matrix, audits.io):
+    small = audits.engine.io.read_labels(path, binarize="1:0,2:0,3:1,4:1")
+    for mod in (audits.engine._util, audits.engine.matrix, audits.engine.io):
         monkeypatch.setattr(mod, "SMALL", 10)
-    large = audits.io.read_labels(path, binarize="1:0,2:0,3:1,4:1")
+    large = audits.engine.io.read_labels(path, binarize="1:0,2:0,3:1,4:1")
     for attr in ("worker_ids", "prompt_ids", "worker", "prompt", "value", "raw", "gold"):
         np.testing.assert_array_equal(getattr(small, attr), getattr(large, attr))
     assert (small.n_missing, small.n_invalid) == (large.n_missing, large.n_invalid)

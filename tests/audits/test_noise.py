@@ -1,4 +1,5 @@
 """The six numbers: properties (hypothesis), sufficient statistics, edge cases. No database."""
+
 from __future__ import annotations
 
 import math
@@ -18,7 +19,7 @@ from audits import (
     volume_filter,
     volume_sweep,
 )
-from audits.noise import NOISE_KEYS
+from audits.engine.noise import NOISE_KEYS
 
 from . import naive
 
@@ -30,8 +31,14 @@ def sparse_labels(draw, values=(0, 1), max_workers=7, max_prompts=9, min_labels=
     """A random sparse matrix as {(worker, prompt): value} (missing cells are normal)."""
     n_w = draw(st.integers(1, max_workers))
     n_p = draw(st.integers(1, max_prompts))
-    cells = draw(st.lists(st.tuples(st.integers(0, n_w - 1), st.integers(0, n_p - 1)), min_size=min_labels,
-                          max_size=n_w * n_p, unique=True))
+    cells = draw(
+        st.lists(
+            st.tuples(st.integers(0, n_w - 1), st.integers(0, n_p - 1)),
+            min_size=min_labels,
+            max_size=n_w * n_p,
+            unique=True,
+        )
+    )
     vals = draw(st.lists(st.sampled_from(values), min_size=len(cells), max_size=len(cells)))
     return {(f"w{w}", f"p{p}"): v for (w, p), v in zip(cells, vals)}
 
@@ -72,13 +79,13 @@ def test_invariant_under_relabeling_workers_and_prompts(labels, seed, ddof):
 def test_flat_variance_decomposes_into_level_pattern_and_residual(labels, ddof):
     a = noise_audit(matrix_of(labels), ddof=ddof)
     assume(a.residual is not None)
-    assert a.system_noise_orig ** 2 == pytest.approx(a.level_noise ** 2 + a.pattern_noise_orig ** 2 + a.residual,
-                                                     abs=1e-12)
+    assert a.system_noise_orig**2 == pytest.approx(a.level_noise**2 + a.pattern_noise_orig**2 + a.residual, abs=1e-12)
 
 
 @SETTINGS
-@given(n_workers=st.integers(2, 6), base=st.lists(st.integers(0, 4), min_size=2, max_size=9),
-       ddof=st.sampled_from([0, 1]))
+@given(
+    n_workers=st.integers(2, 6), base=st.lists(st.integers(0, 4), min_size=2, max_size=9), ddof=st.sampled_from([0, 1])
+)
 def test_level_noise_zero_when_all_workers_have_the_same_mean(n_workers, base, ddof):
     # worker w labels every prompt with a cyclic shift of the same multiset: same mean for everyone
     m = len(base)
@@ -91,7 +98,7 @@ def test_level_noise_zero_when_all_workers_have_the_same_mean(n_workers, base, d
 def test_pattern_noise_mod_zero_for_unanimous_prompts(labels, ddof):
     # make every prompt unanimous (copy one value per prompt)
     first = {}
-    for (w, p), v in labels.items():
+    for (_w, p), v in labels.items():
         first.setdefault(p, v)
     unanimous = {(w, p): first[p] for (w, p) in labels}
     a = noise_audit(matrix_of(unanimous), ddof=ddof)
@@ -163,10 +170,18 @@ def test_sufficient_statistics_kept_incrementally_give_the_same_numbers(labels, 
     pc["gone"], ps["gone"], pq["gone"] = 0, 0.0, 0.0
     w = list(wc)
     p = list(pc)
-    a = noise_from_stats(worker_count=[wc[k] for k in w], worker_sum=[ws[k] for k in w],
-                         worker_sumsq=[wq[k] for k in w], prompt_count=[pc[k] for k in p],
-                         prompt_sum=[ps[k] for k in p], prompt_sumsq=[pq[k] for k in p],
-                         total_count=tot[0], total_sum=tot[1], total_sumsq=tot[2], ddof=ddof)
+    a = noise_from_stats(
+        worker_count=[wc[k] for k in w],
+        worker_sum=[ws[k] for k in w],
+        worker_sumsq=[wq[k] for k in w],
+        prompt_count=[pc[k] for k in p],
+        prompt_sum=[ps[k] for k in p],
+        prompt_sumsq=[pq[k] for k in p],
+        total_count=tot[0],
+        total_sum=tot[1],
+        total_sumsq=tot[2],
+        ddof=ddof,
+    )
     b = noise_audit(matrix_of(labels), ddof=ddof)
     assert (a.n_workers, a.n_prompts, a.n_labels) == (b.n_workers, b.n_prompts, b.n_labels)
     for x, y in zip(as_tuple(a), as_tuple(b)):
@@ -185,12 +200,37 @@ def test_sufficient_stats_from_matrix_round_trip():
     "kwargs, argument",
     [
         (dict(worker_count=[1, 2], worker_sum=[1], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[1]), "worker_sum"),
-        (dict(worker_count=[1.5, 1.5], worker_sum=[1, 0], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[1]), "worker_count"),
-        (dict(worker_count=[1, 1], worker_sum=[1, 0], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[1]), "worker_count"),
-        (dict(worker_count=[1, 2], worker_sum=[1, 0], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[-1]), "prompt_sumsq"),
-        (dict(worker_count=[1, 2], worker_sum=[1, 0], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[1], total_count=4), "total_count"),
-        (dict(worker_count=[1, 2], worker_sum=[1, 0], prompt_count=[3], prompt_sum=[2], prompt_sumsq=[2]), "worker_sum"),
-        (dict(worker_count=[1, 2], worker_sum=[np.nan, 0], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[1]), "worker_sum"),
+        (
+            dict(worker_count=[1.5, 1.5], worker_sum=[1, 0], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[1]),
+            "worker_count",
+        ),
+        (
+            dict(worker_count=[1, 1], worker_sum=[1, 0], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[1]),
+            "worker_count",
+        ),
+        (
+            dict(worker_count=[1, 2], worker_sum=[1, 0], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[-1]),
+            "prompt_sumsq",
+        ),
+        (
+            dict(
+                worker_count=[1, 2],
+                worker_sum=[1, 0],
+                prompt_count=[3],
+                prompt_sum=[1],
+                prompt_sumsq=[1],
+                total_count=4,
+            ),
+            "total_count",
+        ),
+        (
+            dict(worker_count=[1, 2], worker_sum=[1, 0], prompt_count=[3], prompt_sum=[2], prompt_sumsq=[2]),
+            "worker_sum",
+        ),
+        (
+            dict(worker_count=[1, 2], worker_sum=[np.nan, 0], prompt_count=[3], prompt_sum=[1], prompt_sumsq=[1]),
+            "worker_sum",
+        ),
     ],
 )
 def test_sufficient_stats_validation_names_the_argument(kwargs, argument):
@@ -267,16 +307,24 @@ def test_compressed_prompt_states_and_prompt_weight_give_the_same_numbers(labels
         assert close(x, y)
     assert (a.n_prompts, a.n_labels, a.n_prompts_with_sd) == (b.n_prompts, b.n_labels, b.n_prompts_with_sd)
     # the public form: a histogram of prompt states, as kept in a database table
-    c = noise_from_stats(worker_count=full.worker_count, worker_sum=full.worker_sum,
-                         prompt_count=comp.prompt_count, prompt_sum=comp.prompt_sum,
-                         prompt_sumsq=comp.prompt_sumsq, prompt_weight=comp.prompt_weight, ddof=ddof)
+    c = noise_from_stats(
+        worker_count=full.worker_count,
+        worker_sum=full.worker_sum,
+        prompt_count=comp.prompt_count,
+        prompt_sum=comp.prompt_sum,
+        prompt_sumsq=comp.prompt_sumsq,
+        prompt_weight=comp.prompt_weight,
+        ddof=ddof,
+    )
     assert as_tuple(c) == as_tuple(b)
 
 
 def test_prompt_weight_validation():
     with pytest.raises(ValueError, match="prompt_weight"):
-        noise_from_stats(worker_count=[2], worker_sum=[1], prompt_count=[1], prompt_sum=[1], prompt_sumsq=[1],
-                         prompt_weight=[2, 1])
+        noise_from_stats(
+            worker_count=[2], worker_sum=[1], prompt_count=[1], prompt_sum=[1], prompt_sumsq=[1], prompt_weight=[2, 1]
+        )
     with pytest.raises(ValueError, match="worker_count"):  # 2 prompts × 1 label ≠ 1 label
-        noise_from_stats(worker_count=[1], worker_sum=[1], prompt_count=[1], prompt_sum=[1], prompt_sumsq=[1],
-                         prompt_weight=[2])
+        noise_from_stats(
+            worker_count=[1], worker_sum=[1], prompt_count=[1], prompt_sum=[1], prompt_sumsq=[1], prompt_weight=[2]
+        )

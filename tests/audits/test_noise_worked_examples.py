@@ -1,4 +1,5 @@
 """The spec's worked examples (noise-audit.md): 100 prompts, 5 workers in perfect agreement."""
+
 import math
 
 import pytest
@@ -17,7 +18,7 @@ def perfect_agreement(n_positive: int) -> LabelMatrix:
     "n_positive, ddof, expected",
     [
         (60, 1, math.sqrt(0.24 * 100 / 99)),  # ≈ 0.49237
-        (60, 0, math.sqrt(0.24)),             # ≈ 0.48990
+        (60, 0, math.sqrt(0.24)),  # ≈ 0.48990
         (90, 1, math.sqrt(0.09 * 100 / 99)),  # ≈ 0.30151
         (90, 0, 0.3),
     ],

@@ -1,4 +1,5 @@
 """Noise partitions and scoring a system per partition."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,7 +40,7 @@ def test_modal_labels_nan_on_ties():
 def test_two_proportion_ztest_agrees_with_chi_square(x1, n1, x2, n2):
     z, p, reason = two_proportion_ztest(x1, n1, x2, n2)
     chi2, p_chi, _, _ = stats.chi2_contingency([[x1, n1 - x1], [x2, n2 - x2]], correction=False)
-    assert z ** 2 == pytest.approx(chi2) and p == pytest.approx(p_chi) and reason is None
+    assert z**2 == pytest.approx(chi2) and p == pytest.approx(p_chi) and reason is None
 
 
 def test_two_proportion_ztest_undefined():

@@ -1,18 +1,14 @@
-"""The report: fixed keys, JSON, Markdown, optional sections; importing without Django."""
+"""The report: fixed keys, JSON, Markdown, optional sections."""
+
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from audits import LabelMatrix, full_report, render_markdown
-from audits.report import REPORT_KEYS
-
-from .conftest import REPO
+from audits.engine.report import REPORT_KEYS
 
 
 def small_matrix(seed=0, gold=True):
@@ -35,7 +31,9 @@ def test_report_has_the_spec_keys_and_is_strict_json():
     assert json.loads(text)["n_labels"] == 200
     assert d["accuracy_gold"] and set(d["accuracy_gold"][0]) == set(d["accuracy"][0])
     assert set(d["partitions"]) == {"0", "1", "2"}
-    assert d["computed_on"]["label_count"] == 200 and d["computed_on"]["sd"] == "sample"
+    assert d["computed_on"]["n_labels"] == 200 and d["computed_on"]["sd"] == "sample"
+    # the watermark (label rows) is the live audit's to state: the engine only knows its matrix
+    assert "label_count" not in d["computed_on"] and "watermark" not in d["computed_on"]
     assert len(d["filters"]["min"]["threshold"]) == int(max(r["n_labels"] for r in d["accuracy"])) + 1
     assert d["worker_noise"] and len(d["noise_vs_accuracy"]["gold"]) == 6
 
@@ -49,8 +47,14 @@ def test_report_with_predictions_systems_and_second_run():
     assert d["systems"]["n_raters"] == 8 and d["systems"]["distinguishable"] is True
     assert d["reproducibility"]["n_common"] == 40
     md = render_markdown(d)
-    for title in ("The six numbers", "Noise partitions", "System scored per partition", "two systems apart",
-                  "Reproducibility", "Minimum-labels filter sweep"):
+    for title in (
+        "The six numbers",
+        "Noise partitions",
+        "System scored per partition",
+        "two systems apart",
+        "Reproducibility",
+        "Minimum-labels filter sweep",
+    ):
         assert title in md
 
 
@@ -69,15 +73,14 @@ def test_bad_report_arguments():
         full_report(small_matrix(), ddof=3)
 
 
-def test_import_needs_no_django_settings():
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    code = ("import sys, audits\n"
-            "m = audits.LabelMatrix.from_triples(['a', 'b'], [1, 1], [1, 0])\n"
-            "print(audits.full_report(m).to_dict()['n_labels'])\n"
-            "assert not any(k == 'django' or k.startswith('django.') for k in sys.modules), 'django imported'\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "2"
+def test_markdown_states_the_watermark_only_when_the_report_has_one():
+    d = full_report(small_matrix()).to_dict()
+    header = render_markdown(d).splitlines()[2]
+    assert header.startswith("Computed on **labels**: 8 workers, 40 prompts, 200 labels; sample SD; at ")
+    assert "watermark" not in header and "label count" not in header and header.endswith(".")
+    d["computed_on"]["watermark"] = 215
+    header = render_markdown(d).splitlines()[2]
+    assert header.endswith(" (watermark: 215 counted label rows).")
 
 
 def _walk(x, path="report"):
@@ -96,6 +99,12 @@ def _walk(x, path="report"):
 
 def test_to_dict_holds_only_plain_python_values():
     m = small_matrix()
-    d = full_report(m, sweeps=("min", "max"), filters=(("max", 30),), predictions={j: 1 for j in range(40)},
-                    predictions_b={j: 0 for j in range(40)}, second=small_matrix(seed=2)).to_dict()
+    d = full_report(
+        m,
+        sweeps=("min", "max"),
+        filters=(("max", 30),),
+        predictions={j: 1 for j in range(40)},
+        predictions_b={j: 0 for j in range(40)},
+        second=small_matrix(seed=2),
+    ).to_dict()
     _walk(d)

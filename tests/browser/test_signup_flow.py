@@ -2,28 +2,19 @@
 and sign-in come back to the campaign, a full campaign says so before anybody signs up, an invitation
 link is one person across devices, and a panel participant with no work is asked to return the study.
 Each test leaves a screenshot of the page it checks in its ``tmp_path``."""
+
 import pytest
 
 from annotation import services
 from annotation.channels.services import publication_create_panel
 from annotation.models import Label, Worker
+from tests.helpers import PHONE, fill_sign_in, fill_sign_up, label_all
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 2}
-
-
-def fill_sign_up(page, username: str) -> None:
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password1]", "browser-pass-phrase")
-    page.fill("input[name=password2]", "browser-pass-phrase")
-    page.click("button:has-text('Create account')")
-
 
 def fill_all_slots(campaign) -> None:
-    worker = services.worker_get_or_create(channel="panel", external_id="early-bird")
-    while not isinstance(lease := services.lease_acquire(campaign=campaign, worker=worker), services.NothingLeft):
-        services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token=f"t{lease.pk}")
+    label_all(campaign, services.worker_get_or_create(channel="panel", external_id="early-bird"))
 
 
 def test_the_headers_sign_up_comes_back_to_the_campaign(live_server, page, make_campaign):
@@ -43,9 +34,7 @@ def test_the_headers_sign_in_comes_back_to_the_campaign(live_server, page, make_
     start = f"{live_server.url}/w/{campaign.slug}/"
     page.goto(start)
     page.click(".site-header >> text=Sign in")
-    page.fill("input[name=username]", "returning-rui")
-    page.fill("input[name=password]", "pw-for-tests-123")  # tests/conftest.py's make_user password
-    page.click("main >> button:has-text('Sign in')")
+    fill_sign_in(page, "returning-rui")
     page.wait_for_url(start)
     assert page.is_visible("text=Start labeling")
 
@@ -87,8 +76,9 @@ def test_an_invitation_is_one_person_on_two_devices(live_server, new_page, make_
     assert Label.objects.count() == 1
 
 
-def test_a_panel_participant_with_no_work_is_asked_to_return_the_study(live_server, new_page, make_campaign,
-                                                                       researcher, tmp_path):
+def test_a_panel_participant_with_no_work_is_asked_to_return_the_study(
+    live_server, new_page, make_campaign, researcher, tmp_path
+):
     campaign = make_campaign(1, k=1, title="Everyday statements")
     fill_all_slots(campaign)
     panel = publication_create_panel(campaign=campaign, user=researcher, completion_code="C0DE1234").panel

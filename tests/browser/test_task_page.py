@@ -1,12 +1,13 @@
 """The task page in a real browser: one row of rating buttons on a phone, the scale's anchors, no keyboard
 hints on touch screens, "Skip"; and closing a campaign through its confirmation page without JavaScript."""
+
 import json
 
 import pytest
 
 from annotation import services
 from annotation.models import Campaign, Label, Lease
-from tests.browser.test_worker_flow import PHONE, no_horizontal_scroll, sign_in
+from tests.helpers import PHONE, no_horizontal_scroll, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -22,10 +23,19 @@ def launched(researcher, rows, **fields):
 
 
 def rating(researcher, low, high, n_prompts=2, schema="rating", anchors=(), options=()):
-    rows = [{"id": f"q{i}", "text": f"Does answer {i} fit the question?", "options": list(options)}
-            for i in range(n_prompts)]
-    return launched(researcher, rows, schema=schema, scale_min=low, scale_max=high,
-                    binarization={str(low): 0, str(high): 1}, scale_anchors=list(anchors))
+    rows = [
+        {"id": f"q{i}", "text": f"Does answer {i} fit the question?", "options": list(options)}
+        for i in range(n_prompts)
+    ]
+    return launched(
+        researcher,
+        rows,
+        schema=schema,
+        scale_min=low,
+        scale_max=high,
+        binarization={str(low): 0, str(high): 1},
+        scale_anchors=list(anchors),
+    )
 
 
 def open_task(new_page, live_server, campaign, username, **context):
@@ -75,8 +85,13 @@ def test_a_phone_rates_each_option_on_one_row_too(live_server, new_page, researc
 @pytest.mark.parametrize("schema", ["binary", "option_rating"])
 def test_keyboard_hints_only_where_there_is_a_keyboard(live_server, new_page, researcher, make_user, schema):
     options = ["red", "green"] if schema == "option_rating" else []
-    campaign = launched(researcher, [{"id": "q", "text": "Is it so?", "options": options}], schema=schema, k=2,
-                        binarization={} if schema == "binary" else {"1": 0, "4": 1})
+    campaign = launched(
+        researcher,
+        [{"id": "q", "text": "Is it so?", "options": options}],
+        schema=schema,
+        k=2,
+        binarization={} if schema == "binary" else {"1": 0, "4": 1},
+    )
     make_user("touchy")
     make_user("clicky")
     phone = open_task(new_page, live_server, campaign, "touchy", **PHONE)

@@ -1,42 +1,28 @@
 """The pages in a real browser (headless Chromium) against a live server: keyboard labeling, the
 heartbeat, a phone-sized screen, and the researcher's upload."""
+
 import json
 
 import pytest
 
 from annotation import services
 from annotation.models import Label, Lease
+from tests.helpers import PHONE, fill_sign_up, no_horizontal_scroll, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 3}
 INSTRUCTIONS = "Decide whether each statement is **true**."
 
 
 def sign_up(page, base_url: str, slug: str, username: str) -> None:
     page.goto(f"{base_url}/w/{slug}/")
     page.click(".worker-start >> text=Sign up")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password1]", "browser-pass-phrase")
-    page.fill("input[name=password2]", "browser-pass-phrase")
-    page.click("button:has-text('Create account')")
+    fill_sign_up(page, username)
     page.wait_for_url(f"{base_url}/w/{slug}/")
-
-
-def sign_in(page, base_url: str, username: str) -> None:
-    page.goto(f"{base_url}/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw-for-tests-123")  # tests/conftest.py's make_user password
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(f"{base_url}/")
 
 
 def done_count(page) -> int:
     return int(page.inner_text(".done-count"))
-
-
-def no_horizontal_scroll(page) -> bool:
-    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
 def test_a_worker_signs_up_and_labels_with_the_keyboard_until_nothing_is_left(live_server, page, make_campaign):
@@ -64,7 +50,12 @@ def test_a_worker_signs_up_and_labels_with_the_keyboard_until_nothing_is_left(li
 
 def test_per_option_rating_with_digits_and_enter(live_server, page, researcher, make_user):
     campaign = services.campaign_create(
-        owner=researcher, title="Options", schema="option_rating", scale_min=1, scale_max=4, k=1,
+        owner=researcher,
+        title="Options",
+        schema="option_rating",
+        scale_min=1,
+        scale_max=4,
+        k=1,
         binarization={"1": 0, "2": 0, "3": 1, "4": 1},
     )
     rows = [{"id": "q1", "text": "Rate each colour", "options": ["red", "green", "blue"]}]
@@ -77,7 +68,9 @@ def test_per_option_rating_with_digits_and_enter(live_server, page, researcher, 
     page.keyboard.press("3")
     page.keyboard.press("1")
     assert page.eval_on_selector_all(".option-row", "rows => rows.map(r => r.classList.contains('current'))") == [
-        False, False, True,
+        False,
+        False,
+        True,
     ]
     page.keyboard.press("4")
     with page.expect_navigation():

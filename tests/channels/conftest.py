@@ -1,5 +1,6 @@
 """Fixtures of the channel tests: the fake MTurk endpoint, settings pointing the MTurk backend at it,
 the locmem backend, and Celery running tasks inline."""
+
 import pytest
 from django.test import override_settings
 
@@ -30,8 +31,14 @@ def mturk_channels(fake, **options):
     return {
         "mturk": {
             "BACKEND": "annotation.channels.mturk.MTurkChannel",
-            "OPTIONS": {"sandbox": True, "endpoint_url": fake.url, "submit_origins": [fake.url], "max_attempts": 5,
-                        "page_size": 100, **options},
+            "OPTIONS": {
+                "sandbox": True,
+                "endpoint_url": fake.url,
+                "submit_origins": [fake.url],
+                "max_attempts": 5,
+                "page_size": 100,
+                **options,
+            },
         }
     }
 
@@ -49,8 +56,12 @@ def mturk(fake_mturk, monkeypatch):
 def locmem_channel():
     """The "mturk" alias served by the locmem backend (no network, calls recorded in locmem.outbox)."""
     locmem.reset()
-    config = {"mturk": {"BACKEND": "annotation.channels.locmem.LocMemChannel",
-                        "OPTIONS": {"worker_channel": "mturk_sandbox", "submit_origins": ["https://locmem.invalid"]}}}
+    config = {
+        "mturk": {
+            "BACKEND": "annotation.channels.locmem.LocMemChannel",
+            "OPTIONS": {"worker_channel": "mturk_sandbox", "submit_origins": ["https://locmem.invalid"]},
+        }
+    }
     with override_settings(CHORUS_CHANNELS=config, CHORUS_PUBLIC_URL=PUBLIC_URL):
         yield get_channel("mturk")
     locmem.reset()

@@ -6,7 +6,7 @@ real boto3 client pointed at it with ``endpoint_url`` (dummy credentials) exerci
 serialisation, error parsing and retries. It enforces what MTurk enforces and Chorus relies on:
 
 * one assignment per worker per HIT, at most MaxAssignments at a time; returned or abandoned
-  assignments reopen their slot;
+  assignments are open to another worker again;
 * approving or rejecting anything but a Submitted assignment is a RequestError (so approving twice is);
 * a repeated UniqueRequestToken is a RequestError naming the earlier result (HITs, extra assignments,
   bonuses);
@@ -21,6 +21,7 @@ serialisation, error parsing and retries. It enforces what MTurk enforces and Ch
 The worker side is a Python API (``visible_hits``, ``accept``, ``return_assignment``, ``task_path``)
 plus the HTTP endpoint ``POST /mturk/externalSubmit`` that the task page's form posts to.
 """
+
 import base64
 import json
 import threading
@@ -126,22 +127,45 @@ class FakeMTurk:
         expired = self.now() >= hit["expiration"]
         status = "Assignable" if not expired and available > 0 else ("Unassignable" if not expired else "Reviewable")
         return {
-            "HITId": hit["id"], "HITTypeId": hit["type"], "HITGroupId": hit["type"], "CreationTime": hit["created"],
-            "Title": hit_type["Title"], "Description": hit_type["Description"], "Question": hit["question"],
-            "Keywords": hit_type.get("Keywords", ""), "HITStatus": status, "MaxAssignments": hit["max"],
-            "Reward": hit_type["Reward"], "AutoApprovalDelayInSeconds": hit_type["AutoApprovalDelayInSeconds"],
-            "Expiration": hit["expiration"], "AssignmentDurationInSeconds": hit_type["AssignmentDurationInSeconds"],
+            "HITId": hit["id"],
+            "HITTypeId": hit["type"],
+            "HITGroupId": hit["type"],
+            "CreationTime": hit["created"],
+            "Title": hit_type["Title"],
+            "Description": hit_type["Description"],
+            "Question": hit["question"],
+            "Keywords": hit_type.get("Keywords", ""),
+            "HITStatus": status,
+            "MaxAssignments": hit["max"],
+            "Reward": hit_type["Reward"],
+            "AutoApprovalDelayInSeconds": hit_type["AutoApprovalDelayInSeconds"],
+            "Expiration": hit["expiration"],
+            "AssignmentDurationInSeconds": hit_type["AssignmentDurationInSeconds"],
             "RequesterAnnotation": hit.get("annotation", ""),
             "QualificationRequirements": hit_type.get("QualificationRequirements", []),
-            "HITReviewStatus": "NotReviewed", "NumberOfAssignmentsPending": pending,
-            "NumberOfAssignmentsAvailable": available, "NumberOfAssignmentsCompleted": completed,
+            "HITReviewStatus": "NotReviewed",
+            "NumberOfAssignmentsPending": pending,
+            "NumberOfAssignmentsAvailable": available,
+            "NumberOfAssignmentsCompleted": completed,
         }
 
     def _assignment_view(self, a):
-        view = {"AssignmentId": a["id"], "WorkerId": a["worker"], "HITId": a["hit"], "AssignmentStatus": a["status"],
-                "AcceptTime": a["accept_time"], "Deadline": a["deadline"], "AutoApprovalTime": a["auto_approval_time"]}
-        for key, name in (("submit_time", "SubmitTime"), ("approval_time", "ApprovalTime"),
-                          ("rejection_time", "RejectionTime"), ("answer", "Answer"), ("feedback", "RequesterFeedback")):
+        view = {
+            "AssignmentId": a["id"],
+            "WorkerId": a["worker"],
+            "HITId": a["hit"],
+            "AssignmentStatus": a["status"],
+            "AcceptTime": a["accept_time"],
+            "Deadline": a["deadline"],
+            "AutoApprovalTime": a["auto_approval_time"],
+        }
+        for key, name in (
+            ("submit_time", "SubmitTime"),
+            ("approval_time", "ApprovalTime"),
+            ("rejection_time", "RejectionTime"),
+            ("answer", "Answer"),
+            ("feedback", "RequesterFeedback"),
+        ):
             if a.get(key) is not None:
                 view[name] = a[key]
         return view
@@ -149,7 +173,7 @@ class FakeMTurk:
     def _page(self, items, params, key):
         size = min(int(params.get("MaxResults", 100)), self.page_cap)
         start = int(base64.b64decode(params["NextToken"]).decode()) if params.get("NextToken") else 0
-        page = items[start:start + size]
+        page = items[start : start + size]
         out = {key: page, "NumResults": len(page)}
         if start + size < len(items):
             out["NextToken"] = base64.b64encode(str(start + size).encode()).decode()
@@ -174,7 +198,8 @@ class FakeMTurk:
         if key in self.tokens:
             code = "AWS.MechanicalTurk.HitAlreadyExists" if kind == "hit" else "AWS.MechanicalTurk.DuplicateRequest"
             raise MTurkError(
-                f"There is already a {kind} created with this UniqueRequestToken: {self.tokens[key]} (request 1234567890)",
+                f"There is already a {kind} created with this UniqueRequestToken: {self.tokens[key]} "
+                "(request 1234567890)",
                 turk_code=code,
             )
         self.tokens[key] = ref
@@ -185,13 +210,20 @@ class FakeMTurk:
 
     def op_CreateQualificationType(self, p):
         if any(q["Name"] == p["Name"] for q in self.qualification_types.values()):
-            raise MTurkError("You have already created a QualificationType with this name. A QualificationType's name "
-                             "must be unique among all of the QualificationTypes created by the same user. (1234567890)")
+            raise MTurkError(
+                "You have already created a QualificationType with this name. A QualificationType's name "
+                "must be unique among all of the QualificationTypes created by the same user. (1234567890)"
+            )
         qid = _id("Q")
         self.qualification_types[qid] = {
-            "QualificationTypeId": qid, "Name": p["Name"], "Description": p.get("Description", ""),
-            "Keywords": p.get("Keywords", ""), "QualificationTypeStatus": p["QualificationTypeStatus"],
-            "CreationTime": self.now(), "IsRequestable": False, "AutoGranted": False,
+            "QualificationTypeId": qid,
+            "Name": p["Name"],
+            "Description": p.get("Description", ""),
+            "Keywords": p.get("Keywords", ""),
+            "QualificationTypeStatus": p["QualificationTypeStatus"],
+            "CreationTime": self.now(),
+            "IsRequestable": False,
+            "AutoGranted": False,
         }
         return {"QualificationType": self.qualification_types[qid]}
 
@@ -231,9 +263,16 @@ class FakeMTurk:
         hit_id = _id("H")
         self._token("hit", p.get("UniqueRequestToken"), hit_id)
         self.hits[hit_id] = {
-            "id": hit_id, "type": p["HITTypeId"], "max": int(p.get("MaxAssignments", 1)), "initial_max": int(p.get("MaxAssignments", 1)),
-            "question": p["Question"], "url": url, "annotation": p.get("RequesterAnnotation", ""),
-            "created": self.now(), "expiration": self.now() + int(p["LifetimeInSeconds"]), "assignments": [],
+            "id": hit_id,
+            "type": p["HITTypeId"],
+            "max": int(p.get("MaxAssignments", 1)),
+            "initial_max": int(p.get("MaxAssignments", 1)),
+            "question": p["Question"],
+            "url": url,
+            "annotation": p.get("RequesterAnnotation", ""),
+            "created": self.now(),
+            "expiration": self.now() + int(p["LifetimeInSeconds"]),
+            "assignments": [],
         }
         return {"HIT": self._hit_view(self.hits[hit_id])}
 
@@ -253,8 +292,10 @@ class FakeMTurk:
         hit = self._hit(p["HITId"])
         n = int(p["NumberOfAdditionalAssignments"])
         if hit["initial_max"] < 10 <= hit["max"] + n:
-            raise MTurkError("HITs created with fewer than 10 assignments cannot be extended to 10 or more. (1234567890)",
-                             turk_code="AWS.MechanicalTurk.InvalidMaximumAssignmentsIncrease")
+            raise MTurkError(
+                "HITs created with fewer than 10 assignments cannot be extended to 10 or more. (1234567890)",
+                turk_code="AWS.MechanicalTurk.InvalidMaximumAssignmentsIncrease",
+            )
         self._token("extension", p.get("UniqueRequestToken"), hit["id"])
         hit["max"] += n
         self.effects[("extend_assignments", hit["id"])] += n
@@ -263,8 +304,11 @@ class FakeMTurk:
     def op_ListAssignmentsForHIT(self, p):
         hit = self._hit(p["HITId"])
         statuses = set(p.get("AssignmentStatuses") or ["Submitted", "Approved", "Rejected"])
-        items = [self._assignment_view(self.assignments[a]) for a in hit["assignments"]
-                 if self.assignments[a]["status"] in statuses]
+        items = [
+            self._assignment_view(self.assignments[a])
+            for a in hit["assignments"]
+            if self.assignments[a]["status"] in statuses
+        ]
         return self._page(items, p, "Assignments")
 
     def op_GetAssignment(self, p):
@@ -295,13 +339,25 @@ class FakeMTurk:
         if a["worker"] != p["WorkerId"] or a["status"] not in ("Submitted", "Approved"):
             raise MTurkError("The bonus cannot be paid for this assignment. (1234567890)")
         self._token("bonus", p.get("UniqueRequestToken"), a["id"])
-        self.bonuses.append({"WorkerId": p["WorkerId"], "BonusAmount": p["BonusAmount"], "AssignmentId": a["id"],
-                             "Reason": p["Reason"], "GrantTime": self.now(), "token": p.get("UniqueRequestToken")})
+        self.bonuses.append(
+            {
+                "WorkerId": p["WorkerId"],
+                "BonusAmount": p["BonusAmount"],
+                "AssignmentId": a["id"],
+                "Reason": p["Reason"],
+                "GrantTime": self.now(),
+                "token": p.get("UniqueRequestToken"),
+            }
+        )
         return {}
 
     def op_ListBonusPayments(self, p):
-        items = [{k: v for k, v in b.items() if k != "token"} for b in self.bonuses
-                 if b["AssignmentId"] == p.get("AssignmentId") or self.assignments[b["AssignmentId"]]["hit"] == p.get("HITId")]
+        items = [
+            {k: v for k, v in b.items() if k != "token"}
+            for b in self.bonuses
+            if b["AssignmentId"] == p.get("AssignmentId")
+            or self.assignments[b["AssignmentId"]]["hit"] == p.get("HITId")
+        ]
         return self._page(items, p, "BonusPayments")
 
     def handle(self, operation: str, params: dict):
@@ -318,8 +374,11 @@ class FakeMTurk:
             self.calls.append((operation, params))
             result = method(params)
             if fault == "lost_response":
-                raise MTurkError("Amazon Mechanical Turk is temporarily unable to process your request.",
-                                 type_="ServiceFault", status=500)
+                raise MTurkError(
+                    "Amazon Mechanical Turk is temporarily unable to process your request.",
+                    type_="ServiceFault",
+                    status=500,
+                )
             return result
 
     # --- the worker side ----------------------------------------------------------------------------
@@ -329,7 +388,11 @@ class FakeMTurk:
             qid, comparator = r["QualificationTypeId"], r["Comparator"]
             if qid == "00000000000000000071":
                 allowed = {v["Country"] for v in r.get("LocaleValues", [])}
-                ok = profile["locale"] in allowed if comparator in ("In", "EqualTo") else profile["locale"] not in allowed
+                ok = (
+                    profile["locale"] in allowed
+                    if comparator in ("In", "EqualTo")
+                    else profile["locale"] not in allowed
+                )
             elif qid in ("000000000000000000L0", "00000000000000000040"):
                 have = profile["approval_rate"] if qid.endswith("L0") else profile["approved"]
                 ok = have >= r["IntegerValues"][0]
@@ -342,7 +405,8 @@ class FakeMTurk:
 
     def _holds(self, hit, worker_id) -> bool:
         return any(
-            self.assignments[a]["worker"] == worker_id and self.assignments[a]["status"] not in ("Returned", "Abandoned")
+            self.assignments[a]["worker"] == worker_id
+            and self.assignments[a]["status"] not in ("Returned", "Abandoned")
             for a in hit["assignments"]
         )
 
@@ -351,9 +415,12 @@ class FakeMTurk:
         with self.lock:
             self._tick()
             return [
-                h["id"] for h in self.hits.values()
-                if self.now() < h["expiration"] and self._counts(h)[1] > 0
-                and self._qualified(h, worker_id) and not self._holds(h, worker_id)
+                h["id"]
+                for h in self.hits.values()
+                if self.now() < h["expiration"]
+                and self._counts(h)[1] > 0
+                and self._qualified(h, worker_id)
+                and not self._holds(h, worker_id)
             ]
 
     def accept(self, hit_id: str, worker_id: str) -> str:
@@ -372,9 +439,15 @@ class FakeMTurk:
             aid = _id("A")
             now = self.now()
             self.assignments[aid] = {
-                "id": aid, "hit": hit_id, "worker": worker_id, "status": "Accepted", "accept_time": now,
+                "id": aid,
+                "hit": hit_id,
+                "worker": worker_id,
+                "status": "Accepted",
+                "accept_time": now,
                 "deadline": now + hit_type["AssignmentDurationInSeconds"],
-                "auto_approval_time": now + hit_type["AssignmentDurationInSeconds"] + hit_type["AutoApprovalDelayInSeconds"],
+                "auto_approval_time": now
+                + hit_type["AssignmentDurationInSeconds"]
+                + hit_type["AutoApprovalDelayInSeconds"],
             }
             hit["assignments"].append(aid)
             return aid
@@ -397,7 +470,8 @@ class FakeMTurk:
             a["auto_approval_time"] = self.now() + hit_type["AutoApprovalDelayInSeconds"]
             answers = "".join(
                 f"<Answer><QuestionIdentifier>{escape(k)}</QuestionIdentifier><FreeText>{escape(v)}</FreeText></Answer>"
-                for k, v in fields.items() if k != "assignmentId"
+                for k, v in fields.items()
+                if k != "assignmentId"
             )
             a["answer"] = (
                 '<QuestionFormAnswers xmlns="http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/'
@@ -407,8 +481,13 @@ class FakeMTurk:
     def task_path(self, assignment_id: str) -> str:
         """The path and query MTurk's iframe opens for an accepted assignment (host stripped)."""
         a = self.assignments[assignment_id]
-        return self._with_params(self.hits[a["hit"]]["url"], assignmentId=assignment_id, hitId=a["hit"],
-                                 workerId=a["worker"], turkSubmitTo=self.url)
+        return self._with_params(
+            self.hits[a["hit"]]["url"],
+            assignmentId=assignment_id,
+            hitId=a["hit"],
+            workerId=a["worker"],
+            turkSubmitTo=self.url,
+        )
 
     def preview_path(self, hit_id: str) -> str:
         return self._with_params(self.hits[hit_id]["url"], assignmentId=PREVIEW, hitId=hit_id)
@@ -454,7 +533,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not target.startswith(TARGET_PREFIX) or "x-amz-json-1.1" not in self.headers.get("Content-Type", ""):
             return self._send(400, b'{"__type": "UnknownOperationException"}', "application/x-amz-json-1.1")
         try:
-            result = fake.handle(target[len(TARGET_PREFIX):], json.loads(body or b"{}"))
+            result = fake.handle(target[len(TARGET_PREFIX) :], json.loads(body or b"{}"))
         except MTurkError as exc:
             error = {"__type": exc.type_, "Message": exc.message}
             if exc.turk_code:

@@ -1,17 +1,17 @@
 """The "Bonus a worker" form of the MTurk publication page, against the fake MTurk: the page only writes
 the bonus, reconciliation pays it, and a repeated grant (a double click) is paid once."""
+
 from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
-from annotation.channels import services
+from annotation.channels import selectors, services
 from annotation.channels.models import MTurkAssignment, MTurkBonus, Publication
-from tests.channels.workers import mturk_worker_turn, open_task
+from tests.channels.workers import OPTIONS, mturk_worker_turn, open_task
 
 pytestmark = pytest.mark.django_db
 
-OPTIONS = {"title": "Is it true?", "description": "Label statements.", "reward": "0.10", "assignments_per_hit": 3}
 GRANT = {"worker": "AWORKER1", "amount": "0.75", "reason": "Thanks for careful work"}
 
 
@@ -51,7 +51,12 @@ def test_grant_on_the_page_then_reconciliation_pays_it_once(client, researcher, 
     assert response.status_code == 302 and response["Location"] == page_url(worked) + "#bonuses"
     bonus = MTurkBonus.objects.get()
     assignment = MTurkAssignment.objects.get(worker__external_id="AWORKER1")
-    assert (bonus.assignment, bonus.amount, bonus.reason, bonus.status) == (assignment, Decimal("0.75"), GRANT["reason"], "pending")
+    assert (bonus.assignment, bonus.amount, bonus.reason, bonus.status) == (
+        assignment,
+        Decimal("0.75"),
+        GRANT["reason"],
+        "pending",
+    )
     assert bonus.created_by == researcher
     assert mturk.attempts["SendBonus"] == 0  # the web request sends nothing to MTurk
     pending = client.get(page_url(worked)).content.decode()
@@ -60,11 +65,16 @@ def test_grant_on_the_page_then_reconciliation_pays_it_once(client, researcher, 
 
     report = services.mturk_reconcile(publication_id=worked.pk)
     assert report.errors == [] and report.bonuses_paid == 1
-    assert mturk.bonuses == [{
-        "WorkerId": "AWORKER1", "BonusAmount": "0.75", "AssignmentId": assignment.assignment_id,
-        "Reason": f"Thanks for careful work (ref {bonus.token})", "GrantTime": mturk.bonuses[0]["GrantTime"],
-        "token": bonus.token,
-    }]
+    assert mturk.bonuses == [
+        {
+            "WorkerId": "AWORKER1",
+            "BonusAmount": "0.75",
+            "AssignmentId": assignment.assignment_id,
+            "Reason": f"Thanks for careful work (ref {bonus.token})",
+            "GrantTime": mturk.bonuses[0]["GrantTime"],
+            "token": bonus.token,
+        }
+    ]
     bonus.refresh_from_db()
     assert bonus.status == "sent" and bonus.sent_at is not None
     paid = client.get(page_url(worked)).content.decode()
@@ -105,21 +115,24 @@ def test_another_reason_or_worker_is_another_bonus(client, researcher, worked, m
     assert len({b["token"] for b in mturk.bonuses}) == 3
 
 
-@pytest.mark.parametrize("change, field, message", [
-    ({"amount": "0"}, "amount", "greater than or equal to 0.01"),
-    ({"amount": "-1"}, "amount", "greater than or equal to 0.01"),
-    ({"amount": "100.01"}, "amount", "less than or equal to 100"),
-    ({"amount": "0.125"}, "amount", "no more than 2 decimal places"),
-    ({"amount": "ten"}, "amount", "Enter a number"),
-    ({"amount": ""}, "amount", "required"),
-    ({"reason": ""}, "reason", "required"),
-    ({"reason": "   "}, "reason", "required"),
-    ({"reason": "x" * 901}, "reason", "at most 900 characters"),
-    ({"worker": ""}, "worker", "required"),
-    ({"worker": "A1; DROP"}, "worker", "only letters and digits"),
-    ({"worker": "ANOBODY"}, "worker", "ANOBODY has no submitted or approved assignment"),
-    ({"worker": "AOPENER"}, "worker", "AOPENER has no submitted or approved assignment"),
-])
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        ({"amount": "0"}, "amount", "greater than or equal to 0.01"),
+        ({"amount": "-1"}, "amount", "greater than or equal to 0.01"),
+        ({"amount": "100.01"}, "amount", "less than or equal to 100"),
+        ({"amount": "0.125"}, "amount", "no more than 2 decimal places"),
+        ({"amount": "ten"}, "amount", "Enter a number"),
+        ({"amount": ""}, "amount", "required"),
+        ({"reason": ""}, "reason", "required"),
+        ({"reason": "   "}, "reason", "required"),
+        ({"reason": "x" * 901}, "reason", "at most 900 characters"),
+        ({"worker": ""}, "worker", "required"),
+        ({"worker": "A1; DROP"}, "worker", "only letters and digits"),
+        ({"worker": "ANOBODY"}, "worker", "ANOBODY has no submitted or approved assignment"),
+        ({"worker": "AOPENER"}, "worker", "AOPENER has no submitted or approved assignment"),
+    ],
+)
 def test_bad_input_is_a_form_error_and_nothing_is_recorded(client, researcher, worked, mturk, change, field, message):
     client.force_login(researcher)
     response = grant(client, worked, **{**GRANT, **change})
@@ -167,9 +180,9 @@ def test_a_panel_publication_has_no_bonuses(client, researcher, make_campaign, l
 def test_a_bonus_reopens_a_closed_publication_so_that_it_is_paid(client, researcher, worked, mturk):
     # Closed publications are no longer reconciled; a pending bonus keeps one open.
     Publication.objects.filter(pk=worked.pk).update(closed_at=timezone.now())
-    assert worked.pk not in set(services.publications_to_reconcile().values_list("pk", flat=True))
+    assert worked.pk not in set(selectors.publications_to_reconcile().values_list("pk", flat=True))
     client.force_login(researcher)
     assert grant(client, worked, **GRANT).status_code == 302
-    assert worked.pk in set(services.publications_to_reconcile().values_list("pk", flat=True))
+    assert worked.pk in set(selectors.publications_to_reconcile().values_list("pk", flat=True))
     assert services.mturk_reconcile(publication_id=worked.pk).bonuses_paid == 1
     assert len(mturk.bonuses) == 1

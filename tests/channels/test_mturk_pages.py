@@ -1,4 +1,5 @@
 """The MTurk task page (inside MTurk's iframe, without cookies) and the researchers' channel pages."""
+
 import re
 from decimal import Decimal
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -7,13 +8,18 @@ import pytest
 from django.core import signing
 
 from annotation.channels import locmem, services
+from annotation.channels.errors import PublicationRefused
 from annotation.channels.models import MTurkAssignment, Publication
 from annotation.models import Label, Lease
-from tests.channels.workers import fresh_client, label_form_action, open_task, submit_to_mturk
+from tests.channels.workers import (
+    OPTIONS,
+    fresh_client,
+    label_form_action,
+    open_task,
+    submit_to_mturk,
+)
 
 pytestmark = pytest.mark.django_db
-
-OPTIONS = {"title": "Is it true?", "description": "Label statements.", "reward": "0.10", "assignments_per_hit": 3}
 
 
 @pytest.fixture
@@ -93,7 +99,7 @@ def test_a_tampered_or_missing_token_is_refused(published, mturk):
 
 
 def test_numbers_that_are_not_plain_digits_are_refused_not_a_server_error(published, mturk):
-    """"²" and "٣" pass str.isdigit() but int() refuses them: they must be a 404 / 400, never a 500."""
+    """ "²" and "٣" pass str.isdigit() but int() refuses them: they must be a 404 / 400, never a 500."""
     for odd in ("²", "٣", "1²"):
         assert fresh_client().get("/channels/mturk/task/", {"publication": odd}).status_code == 404
     page = open_task(mturk, accept(mturk, "AW1"))
@@ -102,16 +108,20 @@ def test_numbers_that_are_not_plain_digits_are_refused_not_a_server_error(publis
     response = fresh_client().post(heartbeat)
     assert response.status_code == 400 and response.json()["code"] == "bad_token"
     campaign, _ = published
-    with pytest.raises(services.PublicationRefused, match="assignments_per_hit must be a whole number"):
-        services.publication_create_mturk(campaign=campaign, user=campaign.owner,
-                                          options={**OPTIONS, "assignments_per_hit": "²"})
+    with pytest.raises(PublicationRefused, match="assignments_per_hit must be a whole number"):
+        services.publication_create_mturk(
+            campaign=campaign, user=campaign.owner, options={**OPTIONS, "assignments_per_hit": "²"}
+        )
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"turkSubmitTo": "https://evil.example"}, b"unexpected MTurk site"),
-    ({"hitId": "NOTOURHIT"}, b"not part of this campaign"),
-    ({"workerId": ""}, b"must be opened from an MTurk assignment"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"turkSubmitTo": "https://evil.example"}, b"unexpected MTurk site"),
+        ({"hitId": "NOTOURHIT"}, b"not part of this campaign"),
+        ({"workerId": ""}, b"must be opened from an MTurk assignment"),
+    ],
+)
 def test_links_that_did_not_come_from_our_hits_are_refused(published, mturk, change, message):
     path = mturk.task_path(accept(mturk, "AW1"))
     parts = urlsplit(path)
@@ -139,7 +149,7 @@ def test_two_open_assignments_of_one_worker_give_one_label_each(published, mturk
     assert b"here is another one" in fresh.content
     assert fresh_client().post(label_form_action(fresh), {"value": "0"}).status_code == 200
     labels = Label.objects.order_by("pk")
-    assert [l.client_token for l in labels] == [f"mturk-{first}", f"mturk-{second}"]
+    assert [label.client_token for label in labels] == [f"mturk-{first}", f"mturk-{second}"]
     assert labels[0].prompt_id != labels[1].prompt_id
 
 
@@ -154,7 +164,8 @@ def test_heartbeat_with_the_token(published, mturk):
 def test_nothing_left_blocks_the_worker(make_campaign, researcher, mturk, django_capture_on_commit_callbacks):
     campaign = make_campaign(1, k=2)
     publication = services.publication_create_mturk(
-        campaign=campaign, user=researcher, options={**OPTIONS, "assignments_per_hit": 1})
+        campaign=campaign, user=researcher, options={**OPTIONS, "assignments_per_hit": 1}
+    )
     services.publication_publish(publication_id=publication.pk)
     first_hit, second_hit = list(mturk.hits)
     aid = mturk.accept(first_hit, "AW1")
@@ -171,13 +182,22 @@ def test_nothing_left_blocks_the_worker(make_campaign, researcher, mturk, django
 
 
 class TestResearcherPages:
-    def test_cost_preview_then_publish(self, client, researcher, make_campaign, locmem_channel, django_capture_on_commit_callbacks):
+    def test_cost_preview_then_publish(
+        self, client, researcher, make_campaign, locmem_channel, django_capture_on_commit_callbacks
+    ):
         campaign = make_campaign(10, k=2)
         client.force_login(researcher)
         url = f"/channels/campaigns/{campaign.slug}/mturk/"
         assert client.get(url).status_code == 200
-        form = {**OPTIONS, "assignments_per_hit": 9, "lifetime": 86400, "auto_approval_delay": 3600, "locales": "US",
-                "min_approval_rate": 95, "preview": "1"}
+        form = {
+            **OPTIONS,
+            "assignments_per_hit": 9,
+            "lifetime": 86400,
+            "auto_approval_delay": 3600,
+            "locales": "US",
+            "min_approval_rate": 95,
+            "preview": "1",
+        }
         preview = client.post(url, form)
         assert preview.status_code == 200 and Publication.objects.count() == 0
         assert preview.context["preview"].total == Decimal("2.40")  # 20 × (0.10 + 0.02)
@@ -191,6 +211,31 @@ class TestResearcherPages:
         assert done.status_code == 302 and done["Location"] == f"/channels/publications/{publication.pk}/"
         assert len(callbacks) == 1 and locmem.outbox == []  # nothing sent from the web request
         assert publication.options["locales"] == ["US"] and publication.options["min_approval_rate"] == 95
+
+    def test_durations_are_shown_and_typed_in_words(self, client, researcher, make_campaign, locmem_channel):
+        campaign = make_campaign(10, k=2, lease_seconds=300)
+        client.force_login(researcher)
+        url = f"/channels/campaigns/{campaign.slug}/mturk/"
+        page = client.get(url).content.decode()
+        assert 'name="lifetime" value="7 days"' in page and 'name="auto_approval_delay" value="3 days"' in page
+        form = {
+            **OPTIONS,
+            "assignment_duration": "10 minutes",
+            "lifetime": "1 day 12 hours",
+            "auto_approval_delay": "3600",
+            "preview": "1",
+        }  # a bare number is seconds
+        preview = client.post(url, form)
+        assert preview.status_code == 200
+        client.post(url, {**form, "publish": "1", "confirm_total": str(preview.context["preview"].total)})
+        options = Publication.objects.get().options
+        assert (options["assignment_duration"], options["lifetime"], options["auto_approval_delay"]) == (
+            600,
+            129600,
+            3600,
+        )
+        refused = client.post(url, {**form, "lifetime": "soon"})
+        assert refused.status_code == 400 and "is not a duration" in refused.content.decode()
 
     def test_progress_page_and_withdraw(self, client, researcher, make_campaign, locmem_channel):
         campaign = make_campaign(10, k=2)
@@ -210,8 +255,11 @@ class TestResearcherPages:
         campaign = make_campaign(3)
         publication = services.publication_create_mturk(campaign=campaign, user=researcher, options=OPTIONS)
         client.force_login(make_user("stranger"))
-        for url in (f"/channels/publications/{publication.pk}/", f"/channels/campaigns/{campaign.slug}/mturk/",
-                    f"/channels/campaigns/{campaign.slug}/"):
+        for url in (
+            f"/channels/publications/{publication.pk}/",
+            f"/channels/campaigns/{campaign.slug}/mturk/",
+            f"/channels/campaigns/{campaign.slug}/",
+        ):
             assert client.get(url).status_code == 404
         assert client.post(f"/channels/publications/{publication.pk}/withdraw/").status_code == 404
         publication.refresh_from_db()

@@ -1,6 +1,7 @@
 """Simulated workers for the end-to-end tests: MTurk workers who find HITs on the fake MTurk, open
 Chorus's real task page (Django test client, a fresh cookie-less client per request, as inside
 MTurk's iframe) and post the finished assignment to the fake's externalSubmit endpoint."""
+
 import html
 import re
 from urllib.parse import urlsplit
@@ -12,6 +13,9 @@ _FORM = re.compile(r'<form method="post" action="([^"]+)" class="label-form"')
 _SUBMIT = re.compile(r'<form method="post" action="([^"]+)" class="mturk-submit-form">(.*?)</form>', re.S)
 _HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
 _PROMPT = re.compile(r'<div class="prompt-text">(.*?)</div>', re.S)
+
+#: The MTurk publishing options of the page tests: three assignments per HIT.
+OPTIONS = {"title": "Is it true?", "description": "Label statements.", "reward": "0.10", "assignments_per_hit": 3}
 
 
 def fresh_client() -> Client:

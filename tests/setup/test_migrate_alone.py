@@ -5,6 +5,7 @@ database pytest-django builds gets its cache table from Django's test runner, wh
 missing one, so this test sets up a fresh embedded default in its own folder, in other processes,
 exactly as a user would.
 """
+
 import os
 import subprocess
 import sys
@@ -18,7 +19,9 @@ django.setup()
 from django.contrib.auth import get_user_model
 from django.test import Client
 get_user_model().objects.create_user("newcomer", password="a-long-password-1")
-response = Client().post("/accounts/login/", {"username": "newcomer", "password": "a-long-password-1"})
+response = Client(HTTP_HOST="localhost").post(
+    "/accounts/login/", {"username": "newcomer", "password": "a-long-password-1"}
+)
 print(response.status_code, response.headers.get("Location"))
 """
 

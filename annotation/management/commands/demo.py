@@ -6,6 +6,7 @@ through the real worker pages. It keeps all of it going for as long as it runs: 
 imported before the campaign runs out, a simulated worker who leaves is replaced by a newcomer, and a
 web server or Celery worker that exits is restarted (and the restart said). Ctrl-C stops everything.
 """
+
 import os
 import signal
 import socket
@@ -38,8 +39,12 @@ CROWD_PAUSE_SCALE = 2.0
 QUICK_EXIT = 10.0
 MAX_RESTART_PAUSE = 30.0
 # Why a simulated worker left (Crowd's stopped_by), in words.
-LEAVING = {"volume": "as many as they meant to give", "nothing_left": "nothing left for them",
-           "error": "gave up after errors", "stop": "stopped"}
+LEAVING = {
+    "volume": "as many as they meant to give",
+    "nothing_left": "nothing left for them",
+    "error": "gave up after errors",
+    "stop": "stopped",
+}
 
 
 def port_is_free(port: int) -> bool:
@@ -97,9 +102,12 @@ class Child:
         except ProcessLookupError:
             pass
         self.quick_exits = self.quick_exits + 1 if now - self.started < QUICK_EXIT else 0
-        pause = min(MAX_RESTART_PAUSE, 2.0 ** self.quick_exits) if self.quick_exits else 0.0
-        say(f"The {self.name} process exited (code {code}); restarting it"
-            + (f" in {pause:.0f} s" if pause else "") + f". Its log: {self.log}")
+        pause = min(MAX_RESTART_PAUSE, 2.0**self.quick_exits) if self.quick_exits else 0.0
+        say(
+            f"The {self.name} process exited (code {code}); restarting it"
+            + (f" in {pause:.0f} s" if pause else "")
+            + f". Its log: {self.log}"
+        )
         self.restart_at = now + pause
         if not pause:
             self.check(say)
@@ -145,8 +153,23 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _interrupt)
         children = [
-            Child("web", [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
-                          "--workers", "2", "--graceful-timeout", "5", "--no-control-socket"], logs / "web.log"),
+            Child(
+                "web",
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "config.wsgi:application",
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--workers",
+                    "2",
+                    "--graceful-timeout",
+                    "5",
+                    "--no-control-socket",
+                ],
+                logs / "web.log",
+            ),
             Child("celery", [sys.executable, *CELERY_WORKER_ARGS], logs / "celery.log"),
         ]
         simulated = None
@@ -216,18 +239,24 @@ class Command(BaseCommand):
                 self._say(f"Imported {imported} new prompts into the demo campaign.")
             elif imported is None and not supply_said:
                 supply_said = True
-                self._say("Every demo prompt is imported; the crowd labels what is left. Restart the demo "
-                          "after it finishes for a new demo campaign.")
+                self._say(
+                    "Every demo prompt is imported; the crowd labels what is left. Restart the demo "
+                    "after it finishes for a new demo campaign."
+                )
             if simulated is not None:
                 for leaving, joining in simulated.replenish():
                     why = LEAVING.get(leaving.stopped_by.split(":")[0], leaving.stopped_by)
-                    self._say(f"Simulated worker {leaving.username} left after {leaving.labels} labels ({why}); "
-                              f"{joining} joins.")
+                    self._say(
+                        f"Simulated worker {leaving.username} left after {leaving.labels} labels ({why}); "
+                        f"{joining} joins."
+                    )
             if time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + PROGRESS_EVERY
                 progress = selectors.campaign_progress(campaign=campaign)
                 if progress != last:
                     last = progress
-                    self._say(f"labels {progress.labels}/{progress.labels_wanted}  "
-                              f"prompts complete {progress.prompts_complete}/{progress.n_prompts}")
+                    self._say(
+                        f"labels {progress.labels}/{progress.labels_wanted}  "
+                        f"prompts complete {progress.prompts_complete}/{progress.n_prompts}"
+                    )
             time.sleep(TICK)

@@ -20,8 +20,8 @@ class Command(BaseCommand):
     def handle(self, *args, campaign: str, fmt: str, output: Path | None, pseudonymize: bool, **options):
         try:
             target = Campaign.objects.get(slug=campaign)
-        except Campaign.DoesNotExist:
-            raise CommandError(f"No campaign with slug {campaign!r}.")
+        except Campaign.DoesNotExist as exc:
+            raise CommandError(f"No campaign with slug {campaign!r}.") from exc
         chunks = export_chunks(campaign=target, fmt=fmt, pseudonymize=pseudonymize)
         if output is None:
             for chunk in chunks:
@@ -32,5 +32,5 @@ class Command(BaseCommand):
                 for chunk in chunks:
                     handle.write(chunk)
         except OSError as exc:
-            raise CommandError(f"Cannot write {output}: {exc.strerror}.")
+            raise CommandError(f"Cannot write {output}: {exc.strerror}.") from exc
         self.stderr.write(f"Wrote the labels of {target.slug} to {output}.")

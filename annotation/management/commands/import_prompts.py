@@ -17,15 +17,15 @@ class Command(BaseCommand):
     def handle(self, *args, campaign: str, file: Path, **options):
         try:
             target = Campaign.objects.get(slug=campaign)
-        except Campaign.DoesNotExist:
-            raise CommandError(f"No campaign with slug {campaign!r}.")
+        except Campaign.DoesNotExist as exc:
+            raise CommandError(f"No campaign with slug {campaign!r}.") from exc
         try:
             data = file.read_bytes()
         except OSError as exc:
-            raise CommandError(f"Cannot read {file}: {exc.strerror}.")
+            raise CommandError(f"Cannot read {file}: {exc.strerror}.") from exc
         try:
             batch = services.prompts_import(campaign=target, data=data, filename=file.name)
         except PromptFileError as exc:
             lines = "\n".join(f"  line {line}: {problem}" if line else f"  {problem}" for line, problem in exc.errors)
-            raise CommandError(f"Nothing was imported from {file}:\n{lines}")
+            raise CommandError(f"Nothing was imported from {file}:\n{lines}") from exc
         self.stdout.write(self.style.SUCCESS(f"Imported {batch.n_prompts} prompts into {target.slug} from {file}."))

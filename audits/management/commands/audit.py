@@ -4,6 +4,7 @@ A thin wrapper over :func:`audits.read_labels` and :func:`audits.full_report`; s
 ``noise-audit.md`` for every number. A malformed file stops with a CommandError naming the line
 and the column.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from audits import LabelFileError, full_report, read_labels, read_predictions, render_markdown
+from audits.engine.truths import METHODS as GROUND_TRUTH_METHODS
 
 
 def _rescale(text: str) -> tuple[float, float]:
@@ -30,31 +32,73 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("labels", help="labels file: CSV (header), TSV or JSONL")
         parser.add_argument("--gold", help="gold file with prompt, gold (overrides a gold column)")
-        parser.add_argument("--sd", choices=["sample", "population"], default="sample",
-                            help="SD convention (default: sample, the study's)")
-        parser.add_argument("--sweep", action="append", choices=["min", "max", "none"],
-                            help="volume-filter sweep(s) over every threshold (default: min); repeatable")
-        parser.add_argument("--min-labels", type=int, action="append", default=[], metavar="T",
-                            help="also report the minimum-labels filter at T exactly; repeatable")
-        parser.add_argument("--max-labels", type=int, action="append", default=[], metavar="T",
-                            help="also report the maximum-labels filter at T exactly; repeatable")
+        parser.add_argument(
+            "--sd",
+            choices=["sample", "population"],
+            default="sample",
+            help="SD convention (default: sample, the study's)",
+        )
+        parser.add_argument(
+            "--sweep",
+            action="append",
+            choices=["min", "max", "none"],
+            help="volume-filter sweep(s) over every threshold (default: min); repeatable",
+        )
+        parser.add_argument(
+            "--min-labels",
+            type=int,
+            action="append",
+            default=[],
+            metavar="T",
+            help="also report the minimum-labels filter at T exactly; repeatable",
+        )
+        parser.add_argument(
+            "--max-labels",
+            type=int,
+            action="append",
+            default=[],
+            metavar="T",
+            help="also report the maximum-labels filter at T exactly; repeatable",
+        )
         parser.add_argument("--format", choices=["json", "markdown"], default="json")
-        parser.add_argument("--binarize", help="raw→unit map for rating files, e.g. 1:0,2:0,3:1,4:1")
+        parser.add_argument("--binarize", help="raw→scaled value map for rating files, e.g. 1:0,2:0,3:1,4:1")
         parser.add_argument("--rescale", help="map raw values in LO:HI linearly onto 0..1 (continuous ratings)")
         parser.add_argument("--valid-values", help="comma-separated allowed raw values (others count as invalid)")
-        parser.add_argument("--duplicates", choices=["error", "first", "last"], default="error",
-                            help="a worker labeling a prompt twice: stop (default) or keep one")
+        parser.add_argument(
+            "--duplicates",
+            choices=["error", "first", "last"],
+            default="error",
+            help="a worker labeling a prompt twice: stop (default) or keep one",
+        )
         parser.add_argument("--k", type=int, help="labels per prompt for the partitions (default: most common)")
-        parser.add_argument("--min-scored", type=int, default=None,
-                            help="underpowered below this N (default: min(60, max(10, ⌈prompts / 4⌉)), the study's 60 "
-                                 "from 240 prompts up)")
+        parser.add_argument(
+            "--min-scored",
+            type=int,
+            default=None,
+            help="underpowered below this N (default: min(60, max(10, ⌈prompts / 4⌉)), the study's 60 "
+            "from 240 prompts up)",
+        )
         parser.add_argument("--predictions", help="a system's predictions (prompt, prediction): scored per partition")
         parser.add_argument("--predictions-b", help="a second system's predictions: per-rater paired t-test")
         parser.add_argument("--second", help="a second labels file over the same prompts: reproducibility")
-        parser.add_argument("--alpha-level", action="append", choices=["nominal", "ordinal", "interval", "ratio"],
-                            help="Krippendorff alpha level(s) (default nominal, ordinal, interval)")
+        parser.add_argument(
+            "--alpha-level",
+            action="append",
+            choices=["nominal", "ordinal", "interval", "ratio"],
+            help="Krippendorff alpha level(s) (default nominal, ordinal, interval)",
+        )
         parser.add_argument("--no-per-worker", action="store_true", help="skip per-worker noise and regressions")
         parser.add_argument("--no-agreement", action="store_true", help="skip alpha/AC1/AC2 and item precision")
+        parser.add_argument(
+            "--ground-truth",
+            action="append",
+            choices=list(GROUND_TRUTH_METHODS),
+            default=[],
+            dest="ground_truth",
+            metavar="METHOD",
+            help="add an alternative ground truth (majority, dawid_skene, glad, mace) under the "
+            "report key ground_truths; repeatable",
+        )
         parser.add_argument("--campaign", help="campaign name to state in the report")
         parser.add_argument("--output", "-o", help="write the report to this file instead of stdout")
         parser.add_argument("--indent", type=int, default=2, help="JSON indent (default 2)")
@@ -89,6 +133,7 @@ class Command(BaseCommand):
                 predictions_b=preds_b,
                 second=second,
                 campaign=opts["campaign"],
+                ground_truths=tuple(dict.fromkeys(opts["ground_truth"])),
             )
         except LabelFileError as exc:
             raise CommandError(str(exc)) from None

@@ -1,5 +1,6 @@
 """Account writes: sign-up and API tokens go through annotation.services.accounts (guest accounts come
 with invitations: tests/annotation/test_invitations.py)."""
+
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token

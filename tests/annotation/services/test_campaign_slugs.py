@@ -1,4 +1,5 @@
 """A campaign's slug never takes a name that one of Chorus's own pages uses under the same prefix."""
+
 import pytest
 
 from annotation import services

@@ -4,6 +4,7 @@ Tests that are not marked ``services`` never reach a broker: ``enqueued`` replac
 ``apply_async`` (the edge of the process) with a recorder. Tests marked ``services`` use the real
 thing: a Celery worker process against Redis (see ``live.py``).
 """
+
 import os
 from unittest import mock
 
@@ -33,8 +34,10 @@ def enqueued(request):
 
         return apply_async
 
-    with mock.patch.object(audit_refresh_task, "apply_async", recorder(audit_refresh_task)), \
-         mock.patch.object(audit_full_task, "apply_async", recorder(audit_full_task)):
+    with (
+        mock.patch.object(audit_refresh_task, "apply_async", recorder(audit_refresh_task)),
+        mock.patch.object(audit_full_task, "apply_async", recorder(audit_full_task)),
+    ):
         yield calls
 
 

@@ -7,6 +7,7 @@
 steady, noisy, hasty, same-answer, drive-by, twice), answering as ``annotation.crowd`` does — but
 through ``lease_acquire`` / ``label_submit`` in this process instead of over HTTP, in a seeded random
 interleaving, so a test gets the same labels every run."""
+
 from __future__ import annotations
 
 import itertools
@@ -16,18 +17,16 @@ from annotation import services
 from annotation.crowd import PERSONALITIES
 from annotation.demo import demo_campaign, demo_truth
 from annotation.models import Lease
+from tests.helpers import label_one, sim_worker
 
 CROWD_SIZE = 12  # manage.py demo's default --crowd
 _seq = itertools.count(1)
 
 
 def label_one_each(campaign, values) -> None:
-    """One label per value, each from a new worker (``sim:d<n>``)."""
+    """One label per value, each from a new simulated worker."""
     for value in values:
-        worker = services.worker_get_or_create(channel="sim", external_id=f"d{next(_seq)}")
-        lease = services.lease_acquire(campaign=campaign, worker=worker)
-        assert isinstance(lease, Lease), lease
-        services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
+        label_one(campaign, sim_worker("d"), value=value)
 
 
 def replay_demo_crowd(owner, *, seed: int = 5):

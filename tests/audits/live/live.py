@@ -4,6 +4,7 @@ Every process is started here, in its own session, and stopped here by its own i
 environment production would give it (``REDIS_URL``) plus the test database, so the settings path
 is the production one (settings read ``REDIS_URL`` at import).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from audits.models import AuditSnapshot
+from tests.helpers import free_port
+
 BASE_DIR = Path(settings.BASE_DIR)
 # The worker's audit settings in these tests: a 1 s beat sweep, and every snapshot kept.
 WORKER_ENV = {"CHORUS_AUDIT_SWEEP_SECONDS": 1, "CHORUS_AUDIT_HISTORY_RESOLUTION": 0}
@@ -27,19 +31,17 @@ NO_SWEEP = {**WORKER_ENV, "CHORUS_AUDIT_SWEEP_SECONDS": 3600}
 BIN = Path(sys.executable).parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def db_env() -> dict:
     """Environment that points another process at this test run's database."""
     sd = connection.settings_dict
     if connection.vendor == "sqlite":
         return {"CHORUS_SQLITE_PATH": str(sd["NAME"]), "DATABASE_URL": None}
     password = f":{sd['PASSWORD']}" if sd.get("PASSWORD") else ""
-    return {"DATABASE_URL": f"postgres://{sd['USER']}{password}@{sd['HOST'] or '127.0.0.1'}:{sd['PORT'] or 5432}/{sd['NAME']}"}
+    return {
+        "DATABASE_URL": (
+            f"postgres://{sd['USER']}{password}@{sd['HOST'] or '127.0.0.1'}:{sd['PORT'] or 5432}/{sd['NAME']}"
+        )
+    }
 
 
 def process_env(redis_url: str, **extra) -> dict:
@@ -86,9 +88,22 @@ class RedisServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -118,14 +133,33 @@ class CeleryWorker:
         self.proc: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
-        return [str(BIN / "celery"), "-A", "config", "worker", "-B", "--concurrency", "2", "-O", "fair", "--loglevel", "INFO",
-                "--schedule", str(self.workdir / "celerybeat-schedule"), "-n", f"live-{os.getpid()}-{free_port()}@%h"]
+        return [
+            str(BIN / "celery"),
+            "-A",
+            "config",
+            "worker",
+            "-B",
+            "--concurrency",
+            "2",
+            "-O",
+            "fair",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(self.workdir / "celerybeat-schedule"),
+            "-n",
+            f"live-{os.getpid()}-{free_port()}@%h",
+        ]
 
     def start(self, timeout: float = 60) -> None:
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            self.command(), cwd=BASE_DIR, env=process_env(self.redis_url, **self.env),
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            self.command(),
+            cwd=BASE_DIR,
+            env=process_env(self.redis_url, **self.env),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -151,8 +185,12 @@ class Submitter:
 
     def __init__(self, redis_url: str, **env):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.audits.live.submitter"], cwd=BASE_DIR,
-            env=process_env(redis_url, **env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "tests.audits.live.submitter"],
+            cwd=BASE_DIR,
+            env=process_env(redis_url, **env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
             start_new_session=True,
         )
         ready = self._read(60)
@@ -190,3 +228,12 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.1, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def snapshot_covering(campaign, watermark: int, kind: str = "quick"):
+    """The newest snapshot of ``kind`` computed on at least ``watermark`` labels, or None."""
+    return (
+        AuditSnapshot.objects.filter(campaign=campaign, kind=kind, watermark__gte=watermark)
+        .order_by("-watermark")
+        .first()
+    )

@@ -8,6 +8,7 @@ exactly as in production. Reads one JSON command per line on stdin, answers one 
       -> {"ok": true, "acks": 10, "seconds": [...], "after": <epoch seconds after the last commit>}
     {"cmd": "settings"} -> {"broker": ..., "cache": ...}
 """
+
 import itertools
 import json
 import os
@@ -43,15 +44,18 @@ def main() -> None:
                 while acks < command["n"] and attempts < command["n"] * 5:
                     attempts += 1
                     if len(workers) < command.get("workers", 8):
-                        workers.append(services.worker_get_or_create(channel="sim", external_id=f"{prefix}-{next(seq)}"))
+                        workers.append(
+                            services.worker_get_or_create(channel="sim", external_id=f"{prefix}-{next(seq)}")
+                        )
                     worker = rng.choice(workers)
                     lease = services.lease_acquire(campaign=campaign, worker=worker)
                     if not isinstance(lease, Lease):
                         workers.remove(worker)
                         continue
                     started = time.perf_counter()
-                    services.label_submit(lease_id=lease.pk, worker=worker, value=rng.choice(values),
-                                          client_token=f"s{lease.pk}")
+                    services.label_submit(
+                        lease_id=lease.pk, worker=worker, value=rng.choice(values), client_token=f"s{lease.pk}"
+                    )
                     seconds.append(time.perf_counter() - started)
                     acks += 1
                 answer = {"acks": acks, "seconds": seconds, "after": time.time()}

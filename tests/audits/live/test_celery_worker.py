@@ -4,17 +4,25 @@ The web side is a separate process with production settings (``submitter.py``: `
 Redis is the cache and the broker); the worker is ``celery -A config worker -B``; both use this test
 run's database. The test process only creates campaigns and reads what the worker wrote.
 """
+
 import math
 
 import pytest
 from django.urls import reverse
 
 from audits import noise_audit
-from audits import services as audit_services
+from audits.engine.noise import NOISE_KEYS
 from audits.models import AuditSnapshot, AuditStats
-from audits.noise import NOISE_KEYS
-from audits.selectors import campaign_label_matrix
-from tests.audits.live.live import NO_SWEEP, WORKER_ENV, CeleryWorker, RedisServer, Submitter, wait_for
+from audits.selectors import campaign_label_matrix, campaign_totals
+from tests.audits.live.live import (
+    NO_SWEEP,
+    WORKER_ENV,
+    CeleryWorker,
+    RedisServer,
+    Submitter,
+    snapshot_covering,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -35,20 +43,16 @@ def submitter(services_redis):
     s.stop()
 
 
-def _snapshot(campaign, watermark, kind="cheap"):
-    return AuditSnapshot.objects.filter(campaign=campaign, kind=kind, watermark__gte=watermark).order_by("-watermark").first()
-
-
 def test_submitted_labels_reach_a_snapshot_within_seconds(worker, submitter, make_campaign):
     assert submitter.ask(cmd="settings")["broker"].startswith("redis://")
     campaign = make_campaign(60, k=3)
     answer = submitter.ask(cmd="submit", campaign=campaign.pk, n=100, workers=12)
     assert answer["acks"] == 100
-    snapshot = wait_for(lambda: _snapshot(campaign, 100), timeout=20, what="a snapshot with all 100 labels")
+    snapshot = wait_for(lambda: snapshot_covering(campaign, 100), timeout=20, what="a snapshot with all 100 labels")
     lag = snapshot.computed_at.timestamp() - answer["after"]
     assert lag < 5, f"the snapshot came {lag:.2f} s after the last label"
     # One run per burst, not one per label: labels that arrive while a run is queued are folded in.
-    runs = AuditSnapshot.objects.filter(campaign=campaign, kind="cheap").count()
+    runs = AuditSnapshot.objects.filter(campaign=campaign, kind="quick").count()
     assert 1 <= runs <= 50, runs  # typically 5-10 (one per ~0.3 s of submissions)
     # The worker's numbers are the engine's on the same labels.
     matrix, watermark = campaign_label_matrix(campaign=campaign)
@@ -58,7 +62,7 @@ def test_submitted_labels_reach_a_snapshot_within_seconds(worker, submitter, mak
         a, b = snapshot.data[key], getattr(full, key)
         assert (a is None and b is None) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), key
     # The first full audit is due at once; it lands too.
-    report = wait_for(lambda: _snapshot(campaign, 1, kind="full"), timeout=30, what="a full audit")
+    report = wait_for(lambda: snapshot_covering(campaign, 1, kind="full"), timeout=30, what="a full audit")
     assert report.data["n_workers"] >= 1 and "filters" in report.data and "accuracy" in report.data
     assert AuditStats.objects.get(campaign=campaign).audited_labels == 100
 
@@ -75,13 +79,13 @@ def test_a_broker_outage_keeps_labels_flowing_marks_the_audit_stale_and_heals(
         s = Submitter(own.url)
         campaign = make_campaign(40, k=3)
         s.ask(cmd="submit", campaign=campaign.pk, n=5)
-        wait_for(lambda: _snapshot(campaign, 5), timeout=20, what="the first snapshot")
+        wait_for(lambda: snapshot_covering(campaign, 5), timeout=20, what="the first snapshot")
 
         own.stop()  # broker and cache gone
         answer = s.ask(cmd="submit", campaign=campaign.pk, n=10)
         assert answer["acks"] == 10
         assert max(answer["seconds"]) < 1.0, answer["seconds"]  # a dead broker costs a label no wait
-        assert audit_services.campaign_totals(campaign_id=campaign.pk).n_labels == 15
+        assert campaign_totals(campaign_id=campaign.pk).n_labels == 15
         assert AuditStats.objects.get(campaign=campaign).audited_labels == 5
 
         settings.CHORUS_AUDIT = {"STALE_AFTER": 1}
@@ -94,7 +98,9 @@ def test_a_broker_outage_keeps_labels_flowing_marks_the_audit_stale_and_heals(
         own.start()  # same port; no new label: the beat sweep alone must bring the audit up to date
         try:
             # The worker reconnects with growing pauses (2, 4, 6 … s): allow for a long outage on a busy machine.
-            wait_for(lambda: _snapshot(campaign, 15), timeout=120, what="the audit to catch up after the outage")
+            wait_for(
+                lambda: snapshot_covering(campaign, 15), timeout=120, what="the audit to catch up after the outage"
+            )
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n--- worker log ---\n{w.output()[-6000:]}") from None
         status = client.get(feed).json()["status"]
@@ -121,7 +127,7 @@ def test_a_hung_redis_costs_one_label_about_a_second_then_nothing(make_campaign,
         seconds = s.ask(cmd="submit", campaign=campaign.pk, n=12)["seconds"]
         assert max(seconds) < 2.5, seconds  # the first label: one socket timeout (1 s in settings)
         assert sorted(seconds)[-2] < 0.5, seconds  # the others do not wait on Redis at all
-        assert audit_services.campaign_totals(campaign_id=campaign.pk).n_labels == 12
+        assert campaign_totals(campaign_id=campaign.pk).n_labels == 12
     finally:
         s.stop()
         hung.close()

@@ -9,17 +9,18 @@ service path in this process, the task bodies run here (``enqueued`` stands in f
 page served by a live server; checks what the page draws (Chart.js instances, the tables) against the
 snapshots.
 """
+
 import os
 import random
 
 import pytest
-from django.conf import settings
 
 from annotation import services
 from annotation.models import Lease
 from audits.models import AuditSnapshot
 from audits.tasks import audit_full_task, audit_refresh_task
 from tests.audits.live.live import NO_SWEEP, CeleryWorker, Submitter, wait_for
+from tests.helpers import page_problems, share_session
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -37,22 +38,16 @@ def test_the_dashboard_shows_new_numbers_without_a_reload(
         campaign = make_campaign(40, k=3)
         client.force_login(researcher)
         context = chromium.new_context()
-        host = live_server.url.split("//", 1)[1].split(":")[0]
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-                              "domain": host, "path": "/"}])
+        share_session(context, client, live_server.url)
         page = context.new_page()
-        problems = []
-        page.on("console", lambda m: m.type == "error" and "Failed to load resource" not in m.text and problems.append(m.text))
-        page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico")
-                and problems.append(f"{r.status} {r.url}"))
-        page.on("pageerror", lambda e: problems.append(str(e)))
+        problems = page_problems(page, http=True)
         page.goto(f"{live_server.url}/audits/{campaign.slug}/")
         expect(page.locator("#freshness")).to_have_text("No labels yet.", timeout=10_000)
         page.evaluate("window.__sameDocument = 42")
 
         submitter.ask(cmd="submit", campaign=campaign.pk, n=30, workers=8)
         expect(page.locator("#audited-labels")).to_have_text("30", timeout=20_000)
-        snapshot = AuditSnapshot.objects.get(campaign=campaign, kind="cheap", watermark=30)
+        snapshot = AuditSnapshot.objects.get(campaign=campaign, kind="quick", watermark=30)
         ln = snapshot.data["level_noise"]
         expected = "undefined" if ln is None else f"{ln:.4f}"
         expect(page.locator('[data-number="level_noise"]')).to_have_text(expected)
@@ -63,12 +58,18 @@ def test_the_dashboard_shows_new_numbers_without_a_reload(
         submitter.ask(cmd="submit", campaign=campaign.pk, n=20, workers=8)
         expect(page.locator("#audited-labels")).to_have_text("50", timeout=20_000)
         # The full audit lands too: its downloads appear and the accuracy chart is drawn.
-        wait_for(lambda: AuditSnapshot.objects.filter(campaign=campaign, kind="full").exists(), timeout=30, what="a full audit")
+        wait_for(
+            lambda: AuditSnapshot.objects.filter(campaign=campaign, kind="full").exists(),
+            timeout=30,
+            what="a full audit",
+        )
         expect(page.locator("#download-json")).to_be_visible(timeout=10_000)
         assert page.evaluate("window.__sameDocument") == 42, "the page reloaded"
         assert page.evaluate("typeof Chart") == "function"
         assert page.evaluate("Object.keys(Chart.instances).length") >= 2
-        page.screenshot(path=os.environ.get("CHORUS_DASHBOARD_SCREENSHOT", str(tmp_path / "dashboard.png")), full_page=True)
+        page.screenshot(
+            path=os.environ.get("CHORUS_DASHBOARD_SCREENSHOT", str(tmp_path / "dashboard.png")), full_page=True
+        )
         assert not problems, problems  # no CSP violation, no script error
     finally:
         submitter.stop()
@@ -91,8 +92,14 @@ CHARTS_JS = """() => Object.fromEntries(Object.values(Chart.instances).map(c => 
 }]))"""
 # One Chart.js instance by its canvas id.
 CHART_JS = "(id => Object.values(Chart.instances).find(c => c.canvas.id === id))"
-NAMES = {"level_noise": "LN", "pattern_noise_orig": "PN orig", "pattern_noise_mod": "PN mod",
-         "system_noise_orig": "SN orig", "system_noise_mod": "SN mod", "residual": "residual"}
+NAMES = {
+    "level_noise": "LN",
+    "pattern_noise_orig": "PN orig",
+    "pattern_noise_mod": "PN mod",
+    "system_noise_orig": "SN orig",
+    "system_noise_mod": "SN mod",
+    "residual": "residual",
+}
 
 
 def _label_the_campaign(campaign):
@@ -100,7 +107,9 @@ def _label_the_campaign(campaign):
     gold label; then the others, in turn, until each has its labels (or nothing is left for it)."""
     rng = random.Random(7)
     gold = dict(campaign.prompts.values_list("pk", "gold"))
-    crowd = [(services.worker_get_or_create(channel="sim", external_id=name), wanted, error) for name, wanted, error in CROWD]
+    crowd = [
+        (services.worker_get_or_create(channel="sim", external_id=name), wanted, error) for name, wanted, error in CROWD
+    ]
     done = {worker.pk: 0 for worker, _, _ in crowd}
 
     def label(worker, error):
@@ -123,8 +132,7 @@ def _label_the_campaign(campaign):
 
 
 def _column(page, index):
-    return page.locator("#workers-body tr").evaluate_all(
-        f"rows => rows.map(r => r.children[{index}].textContent)")
+    return page.locator("#workers-body tr").evaluate_all(f"rows => rows.map(r => r.children[{index}].textContent)")
 
 
 def _number(cell):
@@ -140,17 +148,12 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     done = _label_the_campaign(campaign)
     n_labels = campaign.labels.count()
     assert n_labels == sum(done.values()) > 180
-    audit_refresh_task.run(campaign.pk)  # the cheap run only, for now
-    assert AuditSnapshot.objects.get(campaign=campaign, kind="cheap").watermark == n_labels
+    audit_refresh_task.run(campaign.pk)  # the quick run only, for now
+    assert AuditSnapshot.objects.get(campaign=campaign, kind="quick").watermark == n_labels
 
     client.force_login(researcher)
-    host = live_server.url.split("//", 1)[1].split(":")[0]
-    page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-                               "domain": host, "path": "/"}])
-    problems = []
-    page.on("console", lambda m: m.type == "error" and "Failed to load resource" not in m.text and problems.append(m.text))
-    page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and problems.append(f"{r.status} {r.url}"))
-    page.on("pageerror", lambda e: problems.append(str(e)))
+    share_session(page.context, client, live_server.url)
+    problems = page_problems(page, http=True)
     page.goto(f"{live_server.url}/audits/{campaign.slug}/")
     expect(page.locator("#audited-labels")).to_have_text(str(n_labels), timeout=10_000)
     expect(page.locator("#workers-body tr")).to_have_count(len(CROWD))
@@ -182,7 +185,8 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     row = accuracy["sim:bad"]
     expect(flagged.locator("td.flags")).to_have_text(
         f"outlier: agrees with the others on {row['accuracy'] * 100:.0f} % of {row['n_scored']} prompts; its 95 % "
-        f"interval ends at {row['ci_wilson'][1]:.2f}, below the crowd's {pooled:.2f}")
+        f"interval ends at {row['ci_wilson'][1]:.2f}, below the crowd's {pooled:.2f}"
+    )
     assert row["accuracy"] < 0.5 and page.locator("#workers-body .flag-outlier").count() == 1
     assert page.locator("#workers-body .flag-straight-lining").count() == 0  # nobody here answers one thing
     # gold exists: accuracy against it stands next to the agreement with the others
@@ -228,15 +232,28 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
 
     # --- the charts: every one of the full audit's, with labelled axes and non-empty data
     charts = page.evaluate(CHARTS_JS)
-    assert sorted(charts) == sorted(["chart-history", "chart-accuracy", "chart-scatter", "chart-min-noise",
-                                     "chart-min-prompts", "chart-max-noise", "chart-max-prompts"]), sorted(charts)
+    assert sorted(charts) == sorted(
+        [
+            "chart-history",
+            "chart-accuracy",
+            "chart-scatter",
+            "chart-min-noise",
+            "chart-min-prompts",
+            "chart-max-noise",
+            "chart-max-prompts",
+        ]
+    ), sorted(charts)
     for chart_id, c in charts.items():
         assert c["x"] and c["y"], (chart_id, c)  # both axes titled
         assert c["datasets"] and all(d["n"] for d in c["datasets"]), (chart_id, c)
     for kind, word in (("min", "at least"), ("max", "at most")):
         sweep = report["filters"][kind]
         noise = charts[f"chart-{kind}-noise"]
-        assert (noise["type"], noise["x"], noise["y"]) == ("line", f"threshold t: keep workers with {word} t labels", "noise (SD)")
+        assert (noise["type"], noise["x"], noise["y"]) == (
+            "line",
+            f"threshold t: keep workers with {word} t labels",
+            "noise (SD)",
+        )
         assert [d["label"] for d in noise["datasets"]] == list(NAMES.values())
         assert all(d["n"] == len(sweep["threshold"]) for d in noise["datasets"])
         assert noise["datasets"][0]["values"] > 0  # LN is defined at some threshold
@@ -269,7 +286,8 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     points, line = page.evaluate(f"() => {CHART_JS}('chart-scatter').data.datasets.map(d => d.data)")
     noise = {row["worker"]: row["system_noise_orig"] for row in report["worker_noise"]}
     assert sorted((p["worker"], p["x"], p["y"]) for p in points) == sorted(
-        (name, noise[name], row["accuracy"]) for name, row in accuracy.items())
+        (name, noise[name], row["accuracy"]) for name, row in accuracy.items()
+    )
     assert [end["x"] for end in line] == [min(noise.values()), max(noise.values())]
     for end in line:
         assert abs(end["y"] - (reg["intercept"] + reg["slope"] * end["x"])) < 1e-9
@@ -280,7 +298,9 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     page.select_option("#scatter-noise", "system_noise_orig")
     # The min filter's LN line is the sweep's, point by point.
     ln = page.evaluate(f"() => {CHART_JS}('chart-min-noise').data.datasets[0].data")
-    assert [(p["x"], p["y"]) for p in ln] == list(zip(report["filters"]["min"]["threshold"], report["filters"]["min"]["level_noise"]))
+    assert [(p["x"], p["y"]) for p in ln] == list(
+        zip(report["filters"]["min"]["threshold"], report["filters"]["min"]["level_noise"])
+    )
     history = charts["chart-history"]
     assert history["x"] == "labels audited" and len(history["datasets"]) == 6 and history["datasets"][0]["values"] == 1
 
@@ -291,12 +311,20 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
         assert ag[k]["value"] == pytest.approx(ag["alpha_nominal"]["value"], abs=1e-12)
     for k in (k for k in ag if k.startswith("gwet_ac2")):
         assert ag[k]["value"] == pytest.approx(ag["gwet_ac1"]["value"], abs=1e-12)
-    from audits.glossary import agreement_reading
+    from audits.engine.glossary import agreement_reading
 
-    expected = [(name, f"{ag[k]['value']:.3f}", agreement_reading(ag[k]["value"]),
-                 f"{ag[k]['n_units']} prompts, {ag[k]['n_labels']} labels")
-                for k, name in (("alpha_nominal", "Krippendorff's α (nominal)"), ("gwet_ac1", "Gwet's AC1"))]
-    rows = page.locator("#agreement-body tr").evaluate_all("rows => rows.map(r => [...r.children].map(td => td.textContent))")
+    expected = [
+        (
+            name,
+            f"{ag[k]['value']:.3f}",
+            agreement_reading(ag[k]["value"]),
+            f"{ag[k]['n_units']} prompts, {ag[k]['n_labels']} labels",
+        )
+        for k, name in (("alpha_nominal", "Krippendorff's α (nominal)"), ("gwet_ac1", "Gwet's AC1"))
+    ]
+    rows = page.locator("#agreement-body tr").evaluate_all(
+        "rows => rows.map(r => [...r.children].map(td => td.textContent))"
+    )
     assert [tuple(r) for r in rows] == expected
     assert ag["alpha_nominal"]["n_units"] == 40 and ag["alpha_nominal"]["n_labels"] == n_labels
     expect(page.locator("#agreement-note")).to_contain_text("two values")

@@ -4,36 +4,39 @@ answered 304 while the page keeps counting the numbers' age.
 
 Set ``CHORUS_DASHBOARD_SCREENSHOTS`` to a folder to keep the screenshots (desktop, phone, guide).
 """
+
 import os
 import re
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from audits import services as audit_services
-from audits.glossary import NUMBERS
+from audits.engine.glossary import NUMBERS
 from tests.audits.live.labeling import label_one_each
+from tests.helpers import page_problems, share_session
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 NO_LABELS = "No labels yet — the charts appear after the first labels arrive."
-CHARTS = ["chart-history", "chart-accuracy", "chart-scatter", "chart-min-noise", "chart-min-prompts", "chart-max-noise",
-          "chart-max-prompts"]
+CHARTS = [
+    "chart-history",
+    "chart-accuracy",
+    "chart-scatter",
+    "chart-min-noise",
+    "chart-min-prompts",
+    "chart-max-noise",
+    "chart-max-prompts",
+]
 
 
 def signed_in_page(new_page, live_server, client, user, **options):
     client.force_login(user)
     page = new_page(**options)
-    host = live_server.url.split("//", 1)[1].split(":")[0]
-    page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-                               "domain": host, "path": "/"}])
-    problems = []
-    page.on("console", lambda m: m.type == "error" and "Failed to load resource" not in m.text and problems.append(m.text))
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    return page, problems
+    share_session(page.context, client, live_server.url)
+    return page, page_problems(page)
 
 
 def screenshots(tmp_path) -> Path:
@@ -69,8 +72,9 @@ def test_empty_chart_areas_say_why(new_page, live_server, client, researcher, ma
     assert not problems, problems
 
 
-
-def test_the_demo_dashboard_flags_its_spammers_and_fits_a_phone(new_page, live_server, client, researcher, demo, tmp_path):
+def test_the_demo_dashboard_flags_its_spammers_and_fits_a_phone(
+    new_page, live_server, client, researcher, demo, tmp_path
+):
     from playwright.sync_api import expect
 
     campaign, personalities = demo
@@ -96,7 +100,9 @@ def test_the_demo_dashboard_flags_its_spammers_and_fits_a_phone(new_page, live_s
     expect(straight).to_have_count(2)
     assert sorted(straight.locator("td:first-child").all_text_contents()) == spammers
     for text in straight.locator(".flag-straight-lining").all_text_contents():
-        assert re.fullmatch(r"straight-lining: answers 1 \(Plausible\) to 100 % of 20 prompts \(the other workers: \d+ %\)", text), text
+        assert re.fullmatch(
+            r"straight-lining: answers 1 \(Plausible\) to 100 % of 20 prompts \(the other workers: \d+ %\)", text
+        ), text
     careful = [w for w, p in personalities.items() if p.name in ("careful", "steady")]
     for worker in careful:
         row = page.locator("#workers-body tr", has=page.locator("td:first-child", has_text=worker))
@@ -104,13 +110,16 @@ def test_the_demo_dashboard_flags_its_spammers_and_fits_a_phone(new_page, live_s
     expect(page.locator("th.gold-only")).to_be_visible()  # the demo's prompts have gold
     expect(page.locator("#min-scored")).to_have_text("15")
     expect(page.locator("#agreement-body tr")).to_have_count(2)
-    expect(page.locator('#agreement-body tr[data-key="alpha_nominal"] td').nth(3)).to_have_text("60 prompts, 300 labels")
+    expect(page.locator('#agreement-body tr[data-key="alpha_nominal"] td').nth(3)).to_have_text(
+        "60 prompts, 300 labels"
+    )
     page.screenshot(path=str(shots / "dashboard-desktop.png"), full_page=True)
 
     # a 390 px phone: the page never scrolls sideways; the workers table stacks each worker into a small
     # card, the agreement table scrolls inside its box if it must
-    phone, phone_problems = signed_in_page(new_page, live_server, client, researcher, viewport=PHONE,
-                                           device_scale_factor=2, is_mobile=True, has_touch=True)
+    phone, phone_problems = signed_in_page(
+        new_page, live_server, client, researcher, viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True
+    )
     phone.goto(url)
     expect(phone.locator("#audited-labels")).to_have_text("300", timeout=10_000)
     phone.wait_for_function("() => Object.keys(Chart.instances).length >= 7", timeout=10_000)
@@ -138,8 +147,9 @@ def test_the_demo_dashboard_flags_its_spammers_and_fits_a_phone(new_page, live_s
     assert not problems and not phone_problems, problems + phone_problems
 
 
-def test_an_unchanged_feed_is_answered_304_and_the_page_keeps_counting(new_page, live_server, client, researcher,
-                                                                     make_campaign, enqueued):
+def test_an_unchanged_feed_is_answered_304_and_the_page_keeps_counting(
+    new_page, live_server, client, researcher, make_campaign, enqueued
+):
     from playwright.sync_api import expect
 
     campaign = make_campaign(6, k=3)

@@ -1,14 +1,19 @@
 """The dashboard's pages: who may see them, what the JSON feed says, the report downloads."""
+
 import json
+from unittest import mock
 
 import pytest
 from django.urls import reverse
 
 from annotation.selectors import campaign_progress
-from audits import render_markdown
+from audits import render_markdown, selectors
 from audits import services as audit_services
+from audits.conf import audit_setting
+from audits.engine.glossary import NUMBERS
 from audits.models import AuditSnapshot
 from tests.audits.live.labeling import label_one_each as _labels
+from tests.clock import later
 
 pytestmark = [pytest.mark.django_db]
 
@@ -53,11 +58,19 @@ def test_the_feed_has_the_numbers_history_workers_and_the_full_report_once(clien
     client.force_login(researcher)
     url = reverse("audit_dashboard_data", args=[audited.slug])
     d = client.get(url).json()
-    cheap = AuditSnapshot.objects.get(campaign=audited, kind="cheap")
-    assert d["cheap"]["watermark"] == 8 and d["cheap"]["level_noise"] == cheap.data["level_noise"]
+    quick = AuditSnapshot.objects.get(campaign=audited, kind="quick")
+    assert d["quick"]["watermark"] == 8 and d["quick"]["level_noise"] == quick.data["level_noise"]
     progress = campaign_progress(campaign=audited)  # the annotation app's own count, from the prompts
-    assert d["cheap"]["progress"] == {"n_prompts": 4, "k": 3, "labels": 8, "labels_wanted": 12,
-                                      "prompts_complete": progress.prompts_complete, "percent": 66.67}
+    assert d["quick"]["progress"] == {
+        "n_prompts": 4,
+        "k": 3,
+        "k_max": None,
+        "slots": None,
+        "labels": 8,
+        "labels_wanted": 12,
+        "prompts_complete": progress.prompts_complete,
+        "percent": 66.67,
+    }
     assert d["status"]["stale"] is False and d["status"]["behind"] == 0
     assert [p["watermark"] for p in d["history"]] == [8]
     assert sum(w["labels"] for w in d["workers"]) == 8 and len(d["workers"]) == 8
@@ -74,7 +87,7 @@ def test_the_report_downloads_are_the_engine_report_and_its_markdown(client, aud
     as_json = client.get(reverse("audit_report", args=[audited.slug, "json"]))
     assert as_json["Content-Disposition"].endswith('-audit-8.json"')
     assert json.loads(as_json.content) == full.data
-    assert as_json.json()["n_labels"] == 8 and as_json.json()["computed_on"]["label_watermark"] == 8
+    assert as_json.json()["n_labels"] == 8 and as_json.json()["computed_on"]["watermark"] == 8
     as_md = client.get(reverse("audit_report", args=[audited.slug, "md"]))
     assert as_md.content.decode() == render_markdown(full.data)
     assert client.get(reverse("audit_report", args=[audited.slug, "pdf"])).status_code == 404
@@ -111,19 +124,36 @@ def test_an_unchanged_feed_answers_304_without_a_body_and_a_new_snapshot_200(cli
     assert behind.status_code == 200 and behind.json()["status"]["behind"] == 1 and behind["ETag"] != tag
     audit_services.audit_refresh(campaign_id=audited.pk)
     fresh = client.get(url, {"have_full": 8}, HTTP_IF_NONE_MATCH=behind["ETag"])
-    assert fresh.status_code == 200 and fresh.json()["cheap"]["watermark"] == 9
+    assert fresh.status_code == 200 and fresh.json()["quick"]["watermark"] == 9
     assert client.get(url, {"have_full": 8}, HTTP_IF_NONE_MATCH=fresh["ETag"]).status_code == 304
 
 
-def test_the_feed_turns_stale_by_the_clock_alone(client, audited, researcher, settings):
+def test_the_feed_turns_stale_by_the_clock_alone(client, audited, researcher):
     client.force_login(researcher)
     url = reverse("audit_dashboard_data", args=[audited.slug])
     _labels(audited, [0])  # a label the audit has not seen (its task is only recorded here)
     tag = client.get(url)["ETag"]
     assert client.get(url, HTTP_IF_NONE_MATCH=tag).status_code == 304
-    settings.CHORUS_AUDIT = {"STALE_AFTER": 0}
-    stale = client.get(url, HTTP_IF_NONE_MATCH=tag)
+    with later(audit_setting("STALE_AFTER") + 1):
+        stale = client.get(url, HTTP_IF_NONE_MATCH=tag)
     assert stale.status_code == 200 and stale.json()["status"]["stale"] is True
+
+
+def test_a_changed_feed_reads_the_audit_status_once(client, audited, researcher):
+    client.force_login(researcher)
+    url = reverse("audit_dashboard_data", args=[audited.slug])
+    with mock.patch.object(selectors, "audit_status", wraps=selectors.audit_status) as status:
+        response = client.get(url, HTTP_IF_NONE_MATCH='"an older tag"')
+    assert response.status_code == 200 and status.call_count == 1  # for the ETag and the feed alike
+    assert response.json()["status"]["labels"] == 8 and response.json()["status"]["behind"] == 0
+
+
+def test_the_feed_names_the_six_numbers_as_the_glossary_does(client, audited, researcher):
+    client.force_login(researcher)
+    numbers = client.get(reverse("audit_dashboard_data", args=[audited.slug])).json()["numbers"]
+    assert [n["key"] for n in numbers] == [m.key for m in NUMBERS]
+    assert [n["name"] for n in numbers] == [m.name for m in NUMBERS]
+    assert [n["short"] for n in numbers] == ["LN", "PN orig", "PN mod", "SN orig", "SN mod", "residual"]
 
 
 def test_the_feed_names_the_agreement_coefficients_with_their_reading_and_sample_size(client, audited, researcher):
@@ -137,12 +167,16 @@ def test_the_feed_names_the_agreement_coefficients_with_their_reading_and_sample
     assert alpha["value"] == stored["value"] and alpha["n_units"] == stored["n_units"] == len(counts)
     assert alpha["n_labels"] == sum(counts) and alpha["n_categories"] == 2
     assert alpha["reading"] in ("reliable", "tentative", "not reliable")
+    # Binary answers: the rows that would repeat these two are left out, and the note says why.
+    report = AuditSnapshot.objects.get(campaign=audited, kind="full").data["agreement"]
+    assert {"alpha_ordinal", "gwet_ac2_linear"} <= set(report)  # the report keeps them all
+    assert set(rows) == {"alpha_nominal", "gwet_ac1"} and "two values" in full["agreement_note"]
 
 
 def test_the_guide_explains_every_number_and_the_dashboard_links_to_it(client, audited, researcher):
     from django.utils.html import escape
 
-    from audits.glossary import AGREEMENT, NUMBERS
+    from audits.engine.glossary import AGREEMENT, NUMBERS
 
     guide = reverse("audit_guide")
     assert guide == "/audits/guide/"

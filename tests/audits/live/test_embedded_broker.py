@@ -7,6 +7,7 @@ Settings without ``REDIS_URL`` give the embedded broker (kombu's SQLAlchemy tran
 test, and this test run's database, so the developer's ``./var`` broker file is never written to. The
 test process only creates the campaign and reads what the worker wrote.
 """
+
 import json
 import shutil
 import sqlite3
@@ -15,9 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from audits import services as audit_services
+from audits import selectors as audit_selectors
 from audits.models import AuditSnapshot, AuditStats
-from tests.audits.live.live import BASE_DIR, NO_SWEEP, CeleryWorker, Submitter, wait_for
+from tests.audits.live.live import (
+    BASE_DIR,
+    NO_SWEEP,
+    CeleryWorker,
+    Submitter,
+    snapshot_covering,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -55,11 +63,6 @@ def _last_message_id(broker_file: Path) -> int:
     return row[0] if row else 0
 
 
-def _snapshot(campaign, watermark, kind="cheap"):
-    return (AuditSnapshot.objects.filter(campaign=campaign, kind=kind, watermark__gte=watermark)
-            .order_by("-watermark").first())
-
-
 def test_the_embedded_default_audits_labels_with_a_real_worker_and_no_redis(make_campaign, var_dir, django_db_setup):
     developer_broker = BASE_DIR / "var" / "broker.sqlite3"
     before = _last_message_id(developer_broker)
@@ -78,21 +81,23 @@ def test_the_embedded_default_audits_labels_with_a_real_worker_and_no_redis(make
         # Nothing waits on the audit (no worker is even running): a label costs milliseconds, well
         # under the debounce countdown; the bound on the slowest allows for a busy machine.
         assert max(first["seconds"]) < 1.0 and sorted(first["seconds"])[-2] < 0.25, first["seconds"]
-        assert audit_services.campaign_totals(campaign_id=campaign.pk).n_labels == 30
+        assert audit_selectors.campaign_totals(campaign_id=campaign.pk).n_labels == 30
         queued = _audit_messages(var_dir / "broker.sqlite3", campaign)
         assert queued == ["audits.refresh"], queued  # one enqueue for the burst (debounced in the DB cache)
         assert not AuditSnapshot.objects.filter(campaign=campaign).exists()
 
         # The worker starts, finds the queued audit in the broker file and runs it.
         worker.start()
-        snapshot = wait_for(lambda: _snapshot(campaign, 30), timeout=20, what="a snapshot of the 30 queued labels")
+        snapshot = wait_for(
+            lambda: snapshot_covering(campaign, 30), timeout=20, what="a snapshot of the 30 queued labels"
+        )
         assert snapshot.watermark == 30 and snapshot.data["n_labels"] == 30
 
         # With the worker running: more labels, acknowledged at once, audited within seconds.
         second = submitter.ask(cmd="submit", campaign=campaign.pk, n=30, workers=8)
         assert second["acks"] == 30
         assert max(second["seconds"]) < 1.0 and sorted(second["seconds"])[-2] < 0.25, second["seconds"]
-        snapshot = wait_for(lambda: _snapshot(campaign, 60), timeout=20, what="a snapshot of all 60 labels")
+        snapshot = wait_for(lambda: snapshot_covering(campaign, 60), timeout=20, what="a snapshot of all 60 labels")
         assert snapshot.watermark == 60 and snapshot.data["n_labels"] == 60 and snapshot.data["n_workers"] >= 2
         lag = snapshot.computed_at.timestamp() - second["after"]
         assert lag < 5, f"the snapshot came {lag:.2f} s after the last label"
@@ -100,7 +105,7 @@ def test_the_embedded_default_audits_labels_with_a_real_worker_and_no_redis(make
         assert second["after"] < snapshot.computed_at.timestamp()
         assert AuditStats.objects.get(campaign=campaign).audited_labels == 60
         # The first full audit is due at once; it lands through the same broker.
-        report = wait_for(lambda: _snapshot(campaign, 1, kind="full"), timeout=20, what="a full audit")
+        report = wait_for(lambda: snapshot_covering(campaign, 1, kind="full"), timeout=20, what="a full audit")
         assert report.data["n_workers"] >= 2 and "accuracy" in report.data
         assert worker.proc.poll() is None, "the worker died"
     except AssertionError as exc:

@@ -1,8 +1,8 @@
-"""The incremental statistics give the engine's numbers: after random label sequences, the cheap audit
+"""The incremental statistics give the engine's numbers: after random label sequences, the quick audit
 (from the statistics kept in label_submit's transaction) equals the engine's full computation on the
 same labels, read two ways (the matrix from the database, and the label export as a labels file)."""
+
 import dataclasses
-import itertools
 import json
 import math
 import random
@@ -17,16 +17,11 @@ from annotation.selectors import label_export_rows
 from audits import LabelMatrix, noise_audit, noise_partitions
 from audits import selectors as audit_selectors
 from audits import services as audit_services
+from audits.engine.noise import NOISE_KEYS
 from audits.models import AuditStats, UnitAuditStats, UnitStateCount, WorkerAuditStats
-from audits.noise import NOISE_KEYS
+from tests.helpers import sim_worker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
-_seq = itertools.count(1)
-
-
-def _worker():
-    """A simulated crowd worker (no Django user: hashing a password per worker would dominate)."""
-    return services.worker_get_or_create(channel="sim", external_id=f"w{next(_seq)}")
 
 
 def _prompts(n, *, options=0, gold=True, rng=None):
@@ -55,7 +50,7 @@ def _random_labels(campaign, workers, rng, n_labels, values):
     """Workers ask for work in random order and label with their own bias; returns labels submitted."""
     bias = {w.pk: rng.random() for w in workers}
     done = 0
-    for attempt in range(n_labels * 4):
+    for _ in range(n_labels * 4):
         if done == n_labels:
             break
         worker = rng.choice(workers)
@@ -66,21 +61,28 @@ def _random_labels(campaign, workers, rng, n_labels, values):
             services.lease_release(lease_id=lease.pk, worker=worker)
             continue
         n_options = len(lease.prompt.options)
-        pick = (lambda: values[-1] if rng.random() < bias[worker.pk] else rng.choice(values))
+
+        def pick(share=bias[worker.pk]):
+            return values[-1] if rng.random() < share else rng.choice(values)
+
         value = [pick() for _ in range(n_options)] if n_options else pick()
         services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
         done += 1
     return done
 
 
-def _assert_same_numbers(cheap: dict, full, *, rel=1e-9):
+def _assert_same_numbers(quick: dict, full, *, rel=1e-9):
     for key in NOISE_KEYS:
-        a, b = cheap[key], getattr(full, key)
+        a, b = quick[key], getattr(full, key)
         if b is None:
             assert a is None, (key, a, b)
         else:
             assert a is not None and math.isclose(a, b, rel_tol=rel, abs_tol=1e-12), (key, a, b)
-    assert (cheap["n_workers"], cheap["n_prompts"], cheap["n_labels"]) == (full.n_workers, full.n_prompts, full.n_labels)
+    assert (quick["n_workers"], quick["n_prompts"], quick["n_labels"]) == (
+        full.n_workers,
+        full.n_prompts,
+        full.n_labels,
+    )
 
 
 CASES = [
@@ -100,46 +102,60 @@ def test_incremental_numbers_equal_the_engine_on_the_same_labels(researcher, sch
     k = rng.choice([3, 4, 5])
     n_prompts = rng.randint(8, 20)
     campaign = _campaign(researcher, schema=schema, n_prompts=n_prompts, k=k, rng=rng, **fields)
-    workers = [_worker() for _ in range(rng.randint(k + 1, 9))]
+    workers = [sim_worker() for _ in range(rng.randint(k + 1, 9))]
     checked = 0
     for _ in range(3):  # compare mid-collection several times, not only at the end
         if not _random_labels(campaign, workers, rng, rng.randint(n_prompts, n_prompts * k // 3), values):
             break
-        totals = audit_services.campaign_totals(campaign_id=campaign.pk)
-        cheap = audit_selectors.cheap_audit_data(campaign=campaign, totals=totals)
+        totals = audit_selectors.campaign_totals(campaign_id=campaign.pk)
+        quick = audit_selectors.quick_audit_data(campaign=campaign, totals=totals)
 
         matrix, watermark = audit_selectors.campaign_label_matrix(campaign=campaign)
         assert watermark == totals.n_labels == campaign.labels.count()
-        _assert_same_numbers(cheap, noise_audit(matrix))
-        assert cheap["n_invalid"] == matrix.n_invalid
+        _assert_same_numbers(quick, noise_audit(matrix))
+        assert quick["n_invalid"] == matrix.n_invalid
 
         # The export is a labels file: the engine reading it agrees too (units named <id>#<n>).
         frame = pd.DataFrame(list(label_export_rows(campaign=campaign)))
         exported = LabelMatrix.from_frame(frame, gold=None, binarize=campaign.label_schema.binarization)
-        _assert_same_numbers(cheap, noise_audit(exported))
+        _assert_same_numbers(quick, noise_audit(exported))
         assert sorted(map(str, exported.prompt_ids)) == sorted(map(str, matrix.prompt_ids))
 
-        assert cheap["partitions"] == noise_partitions(matrix, k=k).to_dict()
+        assert quick["partitions"] == noise_partitions(matrix, k=k).to_dict()
         checked += 1
     assert checked >= 2
 
 
 def _stats_rows(campaign):
     return (
-        sorted(WorkerAuditStats.objects.filter(campaign=campaign).values_list("worker_id", "n_labels", "n_units", "n_invalid", "sum", "sumsq")),
-        sorted(UnitAuditStats.objects.filter(campaign=campaign).values_list("prompt_id", "option", "count", "sum", "sumsq", "disagreement")),
+        sorted(
+            WorkerAuditStats.objects.filter(campaign=campaign).values_list(
+                "worker_id", "n_labels", "n_units", "n_invalid", "sum", "sumsq"
+            )
+        ),
+        sorted(
+            UnitAuditStats.objects.filter(campaign=campaign).values_list(
+                "prompt_id", "option", "count", "sum", "sumsq", "disagreement"
+            )
+        ),
         # the histogram summed over shards (a rebuild puts everything in shard 0)
-        sorted(UnitStateCount.objects.filter(campaign=campaign).values("count", "sum", "sumsq").annotate(n=Sum("n_units"))
-               .filter(n__gt=0).values_list("count", "sum", "sumsq", "n")),
-        dataclasses.astuple(audit_services.campaign_totals(campaign_id=campaign.pk))[:6],
+        sorted(
+            UnitStateCount.objects.filter(campaign=campaign)
+            .values("count", "sum", "sumsq")
+            .annotate(n=Sum("n_units"))
+            .filter(n__gt=0)
+            .values_list("count", "sum", "sumsq", "n")
+        ),
+        dataclasses.astuple(audit_selectors.campaign_totals(campaign_id=campaign.pk))[:6],
     )
 
 
 def test_rebuild_from_the_labels_gives_the_incremental_statistics(researcher):
     rng = random.Random(7)
-    campaign = _campaign(researcher, schema="option_rating", n_prompts=10, k=3, rng=rng,
-                         binarization={"1": 0, "2": 0, "4": 1})
-    workers = [_worker() for _ in range(5)]
+    campaign = _campaign(
+        researcher, schema="option_rating", n_prompts=10, k=3, rng=rng, binarization={"1": 0, "2": 0, "4": 1}
+    )
+    workers = [sim_worker() for _ in range(5)]
     _random_labels(campaign, workers, rng, 25, [1, 2, 3, 4])
     incremental = _stats_rows(campaign)
     audit_services.stats_rebuild(campaign_id=campaign.pk)
@@ -149,27 +165,29 @@ def test_rebuild_from_the_labels_gives_the_incremental_statistics(researcher):
 
 def test_a_changed_binarization_map_rebuilds_the_statistics(researcher):
     rng = random.Random(8)
-    campaign = _campaign(researcher, schema="rating", n_prompts=6, k=3, rng=rng,
-                         binarization={"1": 0, "2": 0, "3": 1, "4": 1})
-    workers = [_worker() for _ in range(4)]
+    campaign = _campaign(
+        researcher, schema="rating", n_prompts=6, k=3, rng=rng, binarization={"1": 0, "2": 0, "3": 1, "4": 1}
+    )
+    workers = [sim_worker() for _ in range(4)]
     _random_labels(campaign, workers, rng, 8, [1, 2, 3, 4])
     campaign = services.campaign_update(campaign=campaign, binarization={"1": 0, "2": 1, "3": 1, "4": 1})
     _random_labels(campaign, workers, rng, 4, [1, 2, 3, 4])
     stats = AuditStats.objects.get(campaign=campaign)
-    assert stats.needs_rebuild and audit_services.campaign_totals(campaign_id=campaign.pk).n_labels == 12
+    assert stats.needs_rebuild and audit_selectors.campaign_totals(campaign_id=campaign.pk).n_labels == 12
     audit_services.audit_refresh(campaign_id=campaign.pk)  # the task rebuilds, then audits
     stats.refresh_from_db()
     assert not stats.needs_rebuild and stats.audited_labels == 12
-    cheap = audit_selectors.latest_snapshot(campaign=campaign).data
+    quick = audit_selectors.latest_snapshot(campaign=campaign).data
     matrix, _ = audit_selectors.campaign_label_matrix(campaign=campaign)
-    _assert_same_numbers(cheap, noise_audit(matrix))
+    _assert_same_numbers(quick, noise_audit(matrix))
 
 
 def test_void_labels_leave_the_audit_and_later_labels_fold_in_again(researcher):
     rng = random.Random(10)
-    campaign = _campaign(researcher, schema="option_rating", n_prompts=10, k=3, rng=rng,
-                         binarization={"1": 0, "2": 0, "3": 1, "4": 1})
-    workers = [_worker() for _ in range(6)]
+    campaign = _campaign(
+        researcher, schema="option_rating", n_prompts=10, k=3, rng=rng, binarization={"1": 0, "2": 0, "3": 1, "4": 1}
+    )
+    workers = [sim_worker() for _ in range(6)]
     _random_labels(campaign, workers, rng, 20, [1, 2, 3, 4])
     audit_services.audit_refresh(campaign_id=campaign.pk)
     assert audit_services.audit_full(campaign_id=campaign.pk).watermark == 20
@@ -179,17 +197,17 @@ def test_void_labels_leave_the_audit_and_later_labels_fold_in_again(researcher):
     assert audit_services.audit_full(campaign_id=campaign.pk) is None  # not saved before the rebuild
     audit_services.audit_refresh(campaign_id=campaign.pk)  # rebuilds without them, then audits
     matrix, watermark = audit_selectors.campaign_label_matrix(campaign=campaign)
-    assert watermark == 15 == audit_services.campaign_totals(campaign_id=campaign.pk).n_labels
+    assert watermark == 15 == audit_selectors.campaign_totals(campaign_id=campaign.pk).n_labels
     _assert_same_numbers(audit_selectors.latest_snapshot(campaign=campaign).data, noise_audit(matrix))
     assert audit_selectors.latest_snapshot(campaign=campaign, kind="full") is None  # the one at 20 is gone
     full = audit_services.audit_full(campaign_id=campaign.pk)
-    assert full.watermark == 15 and full.data["computed_on"]["label_count"] == 15
+    assert full.watermark == 15 and full.data["computed_on"]["watermark"] == 15
 
     _random_labels(campaign, workers, rng, 6, [1, 2, 3, 4])  # folded incrementally after the rebuild
-    totals = audit_services.campaign_totals(campaign_id=campaign.pk)
+    totals = audit_selectors.campaign_totals(campaign_id=campaign.pk)
     matrix, watermark = audit_selectors.campaign_label_matrix(campaign=campaign)
     assert watermark == totals.n_labels == 21
-    _assert_same_numbers(audit_selectors.cheap_audit_data(campaign=campaign, totals=totals), noise_audit(matrix))
+    _assert_same_numbers(audit_selectors.quick_audit_data(campaign=campaign, totals=totals), noise_audit(matrix))
     incremental = _stats_rows(campaign)
     audit_services.stats_rebuild(campaign_id=campaign.pk)
     assert _stats_rows(campaign) == incremental
@@ -200,7 +218,7 @@ def test_a_full_run_that_read_the_labels_before_a_rebuild_is_not_saved(researche
     report holds the void label, and would pass for the latest at its (higher) watermark."""
     rng = random.Random(12)
     campaign = _campaign(researcher, schema="binary", n_prompts=6, k=3, rng=rng)
-    _random_labels(campaign, [_worker() for _ in range(4)], rng, 10, [0, 1])
+    _random_labels(campaign, [sim_worker() for _ in range(4)], rng, 10, [0, 1])
     read_labels = audit_selectors.campaign_label_matrix
 
     def read_then_void(**kwargs):
@@ -216,11 +234,14 @@ def test_a_full_run_that_read_the_labels_before_a_rebuild_is_not_saved(researche
     assert audit_services.audit_full(campaign_id=campaign.pk).watermark == 9
 
 
-def test_a_map_changed_with_no_label_after_it_still_reaches_the_audit(researcher, enqueued, django_capture_on_commit_callbacks):
+def test_a_map_changed_with_no_label_after_it_still_reaches_the_audit(
+    researcher, enqueued, django_capture_on_commit_callbacks
+):
     rng = random.Random(9)
-    campaign = _campaign(researcher, schema="rating", n_prompts=6, k=3, rng=rng,
-                         binarization={"1": 0, "2": 0, "3": 1, "4": 1})
-    _random_labels(campaign, [_worker() for _ in range(4)], rng, 8, [1, 2, 3, 4])
+    campaign = _campaign(
+        researcher, schema="rating", n_prompts=6, k=3, rng=rng, binarization={"1": 0, "2": 0, "3": 1, "4": 1}
+    )
+    _random_labels(campaign, [sim_worker() for _ in range(4)], rng, 8, [1, 2, 3, 4])
     audit_services.audit_refresh(campaign_id=campaign.pk)
     services.campaign_transition(campaign=campaign, action="close")
     enqueued.clear()
@@ -229,9 +250,9 @@ def test_a_map_changed_with_no_label_after_it_still_reaches_the_audit(researcher
     assert AuditStats.objects.get(campaign=campaign).needs_rebuild
     assert len(enqueued) == 1  # the refresh, with no label after the change
     audit_services.audit_refresh(campaign_id=campaign.pk)
-    cheap = audit_selectors.latest_snapshot(campaign=campaign).data
+    quick = audit_selectors.latest_snapshot(campaign=campaign).data
     matrix, _ = audit_selectors.campaign_label_matrix(campaign=campaign)
-    _assert_same_numbers(cheap, noise_audit(matrix))
+    _assert_same_numbers(quick, noise_audit(matrix))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -244,7 +265,7 @@ def test_concurrent_labels_lose_no_update(researcher):
 
     rng = random.Random(11)
     campaign = _campaign(researcher, schema="binary", n_prompts=12, k=5, rng=rng)
-    workers = [_worker() for _ in range(6)]
+    workers = [sim_worker() for _ in range(6)]
     errors = []
 
     def crowd(worker, seed):
@@ -254,8 +275,9 @@ def test_concurrent_labels_lose_no_update(researcher):
                 lease = services.lease_acquire(campaign=campaign, worker=worker)
                 if not isinstance(lease, Lease):
                     break
-                services.label_submit(lease_id=lease.pk, worker=worker, value=local.choice([0, 1]),
-                                      client_token=f"t{lease.pk}")
+                services.label_submit(
+                    lease_id=lease.pk, worker=worker, value=local.choice([0, 1]), client_token=f"t{lease.pk}"
+                )
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:

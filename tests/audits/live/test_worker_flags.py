@@ -5,12 +5,14 @@ careful workers are not; the underpowered cut-off fits a 60-prompt campaign.
 Regression test for issue 10: with the fixed cut-off of 60 scored prompts every demo worker was
 "underpowered" and the same-answer spammers (mean label 1.000, half right against gold) were not
 flagged at all."""
+
+from unittest import mock
+
 import pytest
 
 from audits import selectors
 
 pytestmark = [pytest.mark.django_db]
-
 
 
 def test_same_answer_workers_are_flagged_and_careful_ones_are_not(demo):
@@ -29,7 +31,9 @@ def test_same_answer_workers_are_flagged_and_careful_ones_are_not(demo):
         assert row["straight_lining"] is True
         assert row["flags"][0]["kind"] == "straight_lining"
         text = row["flags"][0]["text"]
-        assert text.startswith("straight-lining: answers 1 (Plausible) to 100 % of 20 prompts (the other workers: "), text
+        assert text.startswith("straight-lining: answers 1 (Plausible) to 100 % of 20 prompts (the other workers: "), (
+            text
+        )
         # gold exists: accuracy against it is shown next to the agreement with the others
         assert row["accuracy_gold"] == pytest.approx(0.5, abs=0.2) and row["n_scored_gold"] == 20
         assert row["accuracy"] is not None
@@ -42,8 +46,10 @@ def test_same_answer_workers_are_flagged_and_careful_ones_are_not(demo):
             assert row["flags"] == [] and row["accuracy_gold"] > 0.8
     for row in by_kind["drive-by"]:  # 6 labels: too few for a narrow interval, and too few to judge a habit
         assert row["labels"] == 6 and row["underpowered"] and not row["straight_lining"]
-        assert row["flags"][-1] == {"kind": "underpowered",
-                                    "text": f"underpowered: {row['n_scored']} scored prompts, fewer than 15"}
+        assert row["flags"][-1] == {
+            "kind": "underpowered",
+            "text": f"underpowered: {row['n_scored']} scored prompts, fewer than 15",
+        }
     assert sum(row["straight_lining"] for row in rows.values()) == 2
 
 
@@ -60,4 +66,17 @@ def test_the_cutoff_fits_the_campaign_and_the_report_agrees_with_the_live_flags(
     assert sorted(e["worker"] for e in report["straight_lining"]["workers"]) == live
     reasons = {row["worker"]: row["flags"][0]["text"] for row in data["workers"] if row["straight_lining"]}
     for entry in report["straight_lining"]["workers"]:  # the report's words lack only the schema's answer names
-        assert reasons[entry["worker"]] == "straight-lining: " + entry["reason"].replace("answers 1 ", "answers 1 (Plausible) ")
+        assert reasons[entry["worker"]] == "straight-lining: " + entry["reason"].replace(
+            "answers 1 ", "answers 1 (Plausible) "
+        )
+
+
+def test_the_straight_lining_flags_are_taken_with_the_quick_snapshot_not_with_each_feed(demo):
+    campaign, _ = demo
+    stored = selectors.latest_snapshot(campaign=campaign).data["straight_lining"]
+    assert len(stored["workers"]) == 2 and stored["rule"]["min_share"] == 0.9
+    with mock.patch.object(selectors, "straight_lining_binary", side_effect=AssertionError("recomputed")):
+        rows = selectors.dashboard_data(campaign=campaign)["workers"]
+    assert sorted(row["worker"] for row in rows if row["straight_lining"]) == sorted(
+        e["worker"] for e in stored["workers"]
+    )

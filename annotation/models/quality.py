@@ -1,0 +1,103 @@
+"""Acting on noise during collection: the researcher's rules, the actions taken on workers, and the
+adaptive-k decisions. Each row is a log entry: kept, never edited except to record an undo."""
+
+from django.conf import settings
+from django.db import models
+
+
+class QualityRule(models.Model):
+    """'When <metric> is past <threshold> after at least <min_labels> labels, <action>.'
+
+    The live audit (Celery) evaluates a campaign's active rules after each quick audit; an action a
+    rule takes is logged as a ``WorkerAction`` that names the rule and the numbers that triggered it.
+    """
+
+    class Metric(models.TextChoices):
+        CONTROL_ACCURACY = "control_accuracy", "Control accuracy below"
+        STRAIGHT_LINING = "straight_lining", "Straight-lining (share of the most frequent answer) above"
+
+    class Action(models.TextChoices):
+        FLAG = "flag", "Flag only"
+        EXCLUDE = "exclude", "Exclude from the audit"
+        BLOCK = "block", "Block from the campaign"
+        RECOLLECT = "recollect", "Exclude, block and re-collect their labels"
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="quality_rules")
+    metric = models.CharField(max_length=20, choices=Metric.choices)
+    threshold = models.FloatField(help_text="A share between 0 and 1.")
+    min_labels = models.PositiveIntegerField(
+        help_text="Controls answered (control accuracy) or labels given (straight-lining) before the rule applies."
+    )
+    action = models.CharField(max_length=10, choices=Action.choices)
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_metric_display()} {self.threshold} after {self.min_labels}: {self.get_action_display()}"
+
+
+class WorkerAction(models.Model):
+    """One action on one worker of one campaign, by a person or by a rule, with why and the numbers."""
+
+    class Kind(models.TextChoices):
+        FLAG = "flag", "Flagged"
+        EXCLUDE = "exclude", "Excluded from the audit"
+        INCLUDE = "include", "Included in the audit again"
+        BLOCK = "block", "Blocked"
+        UNBLOCK = "unblock", "Unblocked"
+        RECOLLECT = "recollect", "Labels voided for re-collection"
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="worker_actions")
+    worker = models.ForeignKey("annotation.Worker", on_delete=models.PROTECT, related_name="actions")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who acted; empty when a rule did.",
+    )
+    rule = models.ForeignKey(QualityRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="actions")
+    reason = models.CharField(max_length=300)
+    numbers = models.JSONField(default=dict, blank=True, help_text="The worker's numbers that led to the action.")
+    created_at = models.DateTimeField()
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["campaign", "worker"], name="worker_action_campaign_worker")]
+
+    def __str__(self) -> str:
+        return f"{self.worker}: {self.get_kind_display()} ({self.reason})"
+
+
+class StopDecision(models.Model):
+    """Adaptive k: what was decided for a prompt when its last open slot was filled."""
+
+    class Outcome(models.TextChoices):
+        STOP = "stop", "Stop: the majority is settled"
+        EXTEND = "extend", "One more slot"
+        AT_MAX = "at_max", "Stop: the most labels allowed"
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    prompt = models.ForeignKey("annotation.Prompt", on_delete=models.CASCADE, related_name="stop_decisions")
+    n_labels = models.PositiveSmallIntegerField()
+    n_positive = models.PositiveSmallIntegerField(help_text="Counted labels whose scaled value is 1.")
+    posterior = models.FloatField(help_text="P(the current majority is the crowd's majority), uniform Beta prior.")
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["prompt", "n_labels"]
+        constraints = [models.UniqueConstraint(fields=["prompt", "n_labels"], name="stop_decision_prompt_count_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.prompt} at {self.n_labels}: {self.outcome} ({self.posterior:.3f})"

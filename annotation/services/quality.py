@@ -1,0 +1,343 @@
+"""Acting on a campaign's workers, by a researcher or by a quality rule: flag, exclude from the audit and
+include again, block and unblock, exclude and re-collect; and undo an action. Each action writes one
+``WorkerAction`` row, the log: who (``by``; empty when a rule acted, ``rule``), when, why (``reason``) and
+the numbers that led to it.
+
+* **Exclude** (``Participation.excluded_at``): the worker's labels stay stored and exported (the
+  export's ``excluded`` column), and every audit number is recomputed without them: the statistics
+  are rebuilt from ``Label.objects.audited()`` (``audit_stats_invalidate``), and ``label_submit``
+  leaves the labels they give meanwhile out of them (``label_stats_add``). **Include** reverses it.
+* **Block** (``Participation.blocked_at``): no further lease on any channel (``lease_acquire``
+  refuses, ``selectors.refusal_before_slots``; MTurk also gets the block-list qualification,
+  ``mturk_worker_block``); their live leases end now (released, their slots free for others).
+  **Unblock** reverses it in Chorus; on MTurk the qualification stays, for Chorus cannot take it back.
+* **Re-collect**: exclude, block, and void their counted labels (``label_void``'s writes: rows and
+  leases kept, so they never see those prompts again; slots freed, so other workers label them).
+  Undoing it includes and unblocks the worker; the voids stay (the slots may be filled again already).
+* **Flag**: a note in the log, nothing else changes.
+
+Each service is idempotent: acting when the worker is already so (excluded, blocked, ...) writes
+nothing and returns the action that made them so; ``action.logged`` says whether this call wrote it.
+Including or unblocking a worker who never was excluded or blocked is refused. Each runs in its own
+transaction, which locks like ``label_void``: the worker's labels (re-collect), their Participation row,
+then prompts and slots; so a label in flight is either in before the action (and excluded or voided
+with the others) or after it (left out of the audit, or refused from a blocked worker). A block ends
+the worker's live leases in a second transaction, once the first committed (``_leases_end``).
+
+A worker who is not in the campaign, or a missing reason, is refused with a ``ValidationError`` naming
+the field, before anything is written.
+"""
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.channels.services.mturk_task import mturk_worker_block
+from annotation.models import Campaign, Label, Lease, Participation, QualityRule, Slot, Worker, WorkerAction
+from annotation.services.assignment import label_void_locked
+from annotation.services.errors import ServiceError
+from audits.services import audit_stats_invalidate
+
+Kind = WorkerAction.Kind
+REASON_MAX = WorkerAction._meta.get_field("reason").max_length
+# The kinds that set each state, and the one that clears it: the latest of a family is the state's cause.
+_EXCLUSION = (Kind.EXCLUDE, Kind.RECOLLECT, Kind.INCLUDE)
+_BLOCKING = (Kind.BLOCK, Kind.RECOLLECT, Kind.UNBLOCK)
+#: The kinds an undo reverses; an include or an unblock is reversed by excluding or blocking again.
+UNDOABLE = (Kind.FLAG, Kind.EXCLUDE, Kind.BLOCK, Kind.RECOLLECT)
+RECOLLECT_UNDO_NOTE = (
+    "Undoing a re-collection includes and unblocks the worker again; the labels it voided stay void, since "
+    "other workers may have filled their slots already."
+)
+
+
+class WorkerActionRefused(ServiceError):
+    """An action that the worker's state makes meaningless (including a worker never excluded, undoing
+    an undo). Nothing was written."""
+
+    code = "worker_action_refused"
+    status = 409
+
+
+def worker_flag(
+    *,
+    campaign: Campaign,
+    worker: Worker,
+    by=None,
+    rule: QualityRule | None = None,
+    reason: str,
+    numbers: dict | None = None,
+) -> WorkerAction:
+    """Note in the log that the worker looks wrong; nothing else changes. Idempotent per rule (or per
+    researcher's flags, ``rule`` None): a flag not undone yet is returned again."""
+    return _act(Kind.FLAG, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
+
+
+def worker_exclude(
+    *,
+    campaign: Campaign,
+    worker: Worker,
+    by=None,
+    rule: QualityRule | None = None,
+    reason: str,
+    numbers: dict | None = None,
+) -> WorkerAction:
+    """Leave the worker's labels out of every number of the campaign's audit, from now on and
+    retroactively (the statistics are rebuilt); the labels stay stored and exported."""
+    return _act(Kind.EXCLUDE, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
+
+
+def worker_include(
+    *,
+    campaign: Campaign,
+    worker: Worker,
+    by=None,
+    rule: QualityRule | None = None,
+    reason: str,
+    numbers: dict | None = None,
+) -> WorkerAction:
+    """Take an excluded worker's labels into the audit again (the statistics are rebuilt)."""
+    return _act(Kind.INCLUDE, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
+
+
+def worker_block(
+    *,
+    campaign: Campaign,
+    worker: Worker,
+    by=None,
+    rule: QualityRule | None = None,
+    reason: str,
+    numbers: dict | None = None,
+) -> WorkerAction:
+    """Give the worker no further lease in the campaign, on any channel; end their live leases now."""
+    return _act(Kind.BLOCK, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
+
+
+def worker_unblock(
+    *,
+    campaign: Campaign,
+    worker: Worker,
+    by=None,
+    rule: QualityRule | None = None,
+    reason: str,
+    numbers: dict | None = None,
+) -> WorkerAction:
+    """Let a blocked worker take leases in the campaign again (on MTurk the block-list qualification
+    stays: Chorus cannot take it back)."""
+    return _act(Kind.UNBLOCK, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
+
+
+def worker_recollect(
+    *,
+    campaign: Campaign,
+    worker: Worker,
+    by=None,
+    rule: QualityRule | None = None,
+    reason: str,
+    numbers: dict | None = None,
+) -> WorkerAction:
+    """Exclude and block the worker, and void their counted labels so that other workers label those
+    prompts again. The log's ``numbers`` gain ``labels_voided``. The voids cannot be undone."""
+    return _act(Kind.RECOLLECT, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
+
+
+def action_undo(*, action: WorkerAction, by) -> WorkerAction:
+    """Undo a flag, an exclusion, a block or a re-collection: mark it undone (``undone_at``,
+    ``undone_by``) and, where it still holds, log its inverse by ``by`` (include, unblock, or both for
+    a re-collection, whose voids stay: ``RECOLLECT_UNDO_NOTE``). An action a later one superseded (an
+    exclusion the researcher lifted and set again) only gets marked. Idempotent: undoing an undone
+    action returns it unchanged. Returns the undone action."""
+    if action.kind not in UNDOABLE:
+        raise WorkerActionRefused(
+            f"An {action.get_kind_display().lower()} action cannot be undone: "
+            f"{'exclude' if action.kind == Kind.INCLUDE else 'block'} the worker again instead.",
+            code="not_undoable",
+        )
+    undone = f"Undo of “{action.get_kind_display()}” of {action.created_at:%Y-%m-%d %H:%M}: {action.reason}"
+    reason = _reason_check(undone[:REASON_MAX])
+    with transaction.atomic(durable=True):
+        participation = _participation_lock(action.campaign_id, action.worker_id)
+        action = WorkerAction.objects.select_for_update().get(pk=action.pk)
+        if action.undone_at is not None:
+            action.logged = False
+            return action
+        now = timezone.now()
+        numbers = {"undoes": action.pk}
+        families = {Kind.EXCLUDE: [_EXCLUSION], Kind.BLOCK: [_BLOCKING], Kind.RECOLLECT: [_EXCLUSION, _BLOCKING]}
+        for family in families.get(action.kind, []):
+            if _latest(action.campaign_id, action.worker_id, family).pk != action.pk:
+                continue  # a later action decides this state now
+            inverse = Kind.INCLUDE if family is _EXCLUSION else Kind.UNBLOCK
+            _apply(inverse, participation, now)
+            _log(inverse, participation, by=by, rule=None, reason=reason, numbers=numbers, now=now)
+        action.undone_at, action.undone_by = now, by
+        action.save(update_fields=["undone_at", "undone_by"])
+    action.logged = True
+    return action
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def _act(
+    kind: str, *, campaign: Campaign, worker: Worker, by, rule: QualityRule | None, reason: str, numbers: dict | None
+) -> WorkerAction:
+    reason = _reason_check(reason)
+    numbers = dict(numbers or {})
+    if rule is not None and rule.campaign_id != campaign.pk:
+        raise ValidationError({"rule": f"Rule {rule.pk} is not one of this campaign's rules."})
+    with transaction.atomic(durable=True):
+        if kind == Kind.RECOLLECT:  # label_void's lock order: the labels before the Participation row
+            list(_counted_labels(campaign.pk, worker.pk).select_for_update().order_by("pk").values_list("pk"))
+        participation = _participation_lock(campaign.pk, worker.pk)
+        if participation is None:
+            raise ValidationError({"worker": f"{worker.public_id} is not a worker of this campaign."})
+        now = timezone.now()
+        holding = _holding(kind, participation, rule)
+        if holding is not None:
+            holding.logged = False
+            return holding
+        if kind == Kind.RECOLLECT:
+            # Labels that arrived while this waited for the Participation row: theirs to void too.
+            labels = list(_counted_labels(campaign.pk, worker.pk).select_for_update().order_by("prompt_id", "pk"))
+            for label in labels:  # in prompt order, so two re-collections lock prompts in one order
+                label_void_locked(label=label, reason=f"Re-collected: {reason}")
+            numbers["labels_voided"] = len(labels)
+            if labels:
+                audit_stats_invalidate(campaign_id=campaign.pk)
+        blocked = _apply(kind, participation, now)
+        action = _log(kind, participation, by=by, rule=rule, reason=reason, numbers=numbers, now=now)
+    if blocked:
+        _leases_end(campaign.pk, worker.pk)
+    action.logged = True
+    return action
+
+
+def _reason_check(reason) -> str:
+    text = reason.strip() if isinstance(reason, str) else ""
+    if not text:
+        raise ValidationError({"reason": "Say why: the log keeps the reason with the action."})
+    if len(text) > REASON_MAX:
+        raise ValidationError({"reason": f"A reason has at most {REASON_MAX} characters; this one has {len(text)}."})
+    return text
+
+
+def _counted_labels(campaign_id: int, worker_id: int):
+    """The worker's counted labels of prompts that are not controls: those whose slots a re-collection frees.
+    Control labels stay: they fill no slot, and they are the record the worker was measured on."""
+    return Label.objects.counted().filter(campaign_id=campaign_id, worker_id=worker_id, is_control=False)
+
+
+def _leases_end(campaign_id: int, worker_id: int) -> None:
+    """End a blocked worker's live leases as ``lease_release`` does (released, their slots free for others).
+
+    In a transaction of its own, after the block committed: label_submit locks its lease before the
+    Participation row, so a transaction that held that row while waiting for a lease could deadlock
+    with it. A label submitted meanwhile is refused all the same: label_submit reads the block under
+    the row's lock.
+    """
+    with transaction.atomic(durable=True):
+        leases = Lease.objects.select_for_update().filter(
+            campaign_id=campaign_id, worker_id=worker_id, status=Lease.Status.ACTIVE
+        )
+        ended = list(leases.values_list("pk", flat=True))
+        Lease.objects.filter(pk__in=ended).update(status=Lease.Status.RELEASED)
+        Slot.objects.filter(lease_id__in=ended, filled=False).update(lease=None, lease_expires_at=None)
+
+
+def _participation_lock(campaign_id: int, worker_id: int) -> Participation | None:
+    rows = Participation.objects.select_for_update(of=("self",)).select_related("worker")
+    return rows.filter(campaign_id=campaign_id, worker_id=worker_id).first()
+
+
+def _latest(campaign_id: int, worker_id: int, kinds) -> WorkerAction | None:
+    return (
+        WorkerAction.objects.filter(campaign_id=campaign_id, worker_id=worker_id, kind__in=kinds)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def _holding(kind: str, participation: Participation, rule: QualityRule | None) -> WorkerAction | None:
+    """The logged action that already made the worker what ``kind`` would make them, or None when
+    ``kind`` changes something. Refuses an include or unblock of a worker never excluded or blocked."""
+    campaign_id, worker_id = participation.campaign_id, participation.worker_id
+    if kind == Kind.FLAG:
+        return (
+            WorkerAction.objects.filter(
+                campaign_id=campaign_id, worker_id=worker_id, kind=Kind.FLAG, rule=rule, undone_at__isnull=True
+            )
+            .order_by("-created_at", "-id")
+            .first()
+        )
+    excluded, blocked = participation.excluded_at is not None, participation.blocked_at is not None
+    if kind == Kind.RECOLLECT:
+        if not (excluded and blocked) or _counted_labels(campaign_id, worker_id).exists():
+            return None
+        return _latest(campaign_id, worker_id, (Kind.RECOLLECT,))
+    family = _EXCLUSION if kind in (Kind.EXCLUDE, Kind.INCLUDE) else _BLOCKING
+    state = excluded if family is _EXCLUSION else blocked
+    wanted = kind in (Kind.EXCLUDE, Kind.BLOCK)
+    if state != wanted:
+        return None
+    latest = _latest(campaign_id, worker_id, family)
+    if latest is None and not wanted:
+        what = "excluded from the audit" if kind == Kind.INCLUDE else "blocked"
+        raise WorkerActionRefused(
+            f"{participation.worker.public_id} is not {what}: there is nothing to {kind}.",
+            code=f"not_{'excluded' if kind == Kind.INCLUDE else 'blocked'}",
+        )
+    return latest
+
+
+def _apply(kind: str, participation: Participation, now) -> bool:
+    """Change the worker's standing in the campaign (the caller holds its row lock); nothing for a flag.
+    Returns whether it blocked the worker (whose leases the caller then ends)."""
+    campaign_id = participation.campaign_id
+    fields = {}
+    if kind in (Kind.EXCLUDE, Kind.RECOLLECT) and participation.excluded_at is None:
+        fields["excluded_at"] = now
+    if kind == Kind.INCLUDE:
+        fields["excluded_at"] = None
+    if kind in (Kind.BLOCK, Kind.RECOLLECT) and participation.blocked_at is None:
+        fields["blocked_at"] = now
+    if kind == Kind.UNBLOCK:
+        fields["blocked_at"] = None
+    if not fields:
+        return False
+    Participation.objects.filter(pk=participation.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(participation, name, value)
+    if "excluded_at" in fields:
+        audit_stats_invalidate(campaign_id=campaign_id)
+    blocked = fields.get("blocked_at") is not None
+    if blocked:
+        mturk_worker_block(campaign_id=campaign_id, worker=participation.worker)
+    return blocked
+
+
+def _log(kind: str, participation: Participation, *, by, rule, reason: str, numbers: dict, now) -> WorkerAction:
+    return WorkerAction.objects.create(
+        campaign_id=participation.campaign_id,
+        worker_id=participation.worker_id,
+        kind=kind,
+        by=by,
+        rule=rule,
+        reason=reason,
+        numbers=numbers,
+        created_at=now,
+    )
+
+
+__all__ = [
+    "RECOLLECT_UNDO_NOTE",
+    "UNDOABLE",
+    "WorkerActionRefused",
+    "action_undo",
+    "worker_block",
+    "worker_exclude",
+    "worker_flag",
+    "worker_include",
+    "worker_recollect",
+    "worker_unblock",
+]

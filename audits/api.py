@@ -1,0 +1,110 @@
+"""The REST API of a campaign's live audit (``/api/v1/campaigns/<slug>/audit/…``, routed by
+``annotation.api.urls``), for the people who manage it (never for its workers): the dashboard's
+numbers, the snapshot history, the full report, and "recompute now".
+
+``audits.selectors`` and ``audits.services`` compute everything; these views only check who is
+asking (``campaign_for_user``) and serialise. Errors take the API's shape (``annotation.api.exceptions``).
+"""
+
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation.selectors import campaign_for_user
+from audits import selectors, services
+from audits.engine.report import render_markdown
+from audits.models import AuditSnapshot
+from audits.views import feed_response
+
+
+class AuditApi(APIView):
+    """Everything the audit dashboard shows: status, latest quick numbers, history, workers (with their live
+    quality numbers and flags: bias, most frequent answer, control accuracy, time), full report.
+
+    Tagged with an ETag, as the dashboard's feed: send it back in If-None-Match and an unchanged audit
+    answers 304 with no body."""
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT, 304: OpenApiResponse(description="Not modified since the ETag sent.")}
+    )
+    def get(self, request, slug: str):
+        campaign = campaign_for_user(user=request.user, slug=slug)
+        return feed_response(request, campaign=campaign, have_full=-1, respond=Response)
+
+
+class SnapshotPagination(CursorPagination):
+    ordering = "-watermark"
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class AuditSnapshotListApi(APIView):
+    """The audit's history, newest first: one row per audit run (``kind`` quick or full)."""
+
+    pagination_class = SnapshotPagination
+
+    class FilterSerializer(serializers.Serializer):
+        kind = serializers.ChoiceField(choices=AuditSnapshot.Kind.choices, default=AuditSnapshot.Kind.QUICK)
+
+    class OutputSerializer(serializers.ModelSerializer):
+        class Meta:
+            model = AuditSnapshot
+            fields = ["kind", "watermark", "computed_at", "duration_ms", "cpu_ms", "data"]
+
+    @extend_schema(parameters=[FilterSerializer], responses={200: OutputSerializer(many=True)})
+    def get(self, request, slug: str):
+        campaign = campaign_for_user(user=request.user, slug=slug)
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        snapshots = campaign.audit_snapshots.filter(kind=filters.validated_data["kind"])
+        paginator = SnapshotPagination()
+        page = paginator.paginate_queryset(snapshots, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class AuditReportApi(APIView):
+    """The latest full audit report: the engine's JSON dict, or its Markdown rendering.
+    404 (code ``not_found``) until a full audit has run."""
+
+    fmt: str = ""  # bound in urls.py: json or md
+    MEDIA_TYPES = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
+
+    @extend_schema(
+        responses={
+            (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT),
+            (200, "text/markdown"): OpenApiResponse(OpenApiTypes.STR),
+        }
+    )
+    def get(self, request, slug: str):
+        campaign = campaign_for_user(user=request.user, slug=slug)
+        snapshot = selectors.latest_snapshot(campaign=campaign, kind=AuditSnapshot.Kind.FULL)
+        if snapshot is None:
+            raise Http404("No full audit yet.")
+        if self.fmt == "json":
+            return Response(snapshot.data)
+        return HttpResponse(render_markdown(snapshot.data), content_type=self.MEDIA_TYPES["md"])
+
+
+class AuditRecomputeApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={
+            202: inline_serializer(
+                "AuditRecompute",
+                {
+                    "queued": serializers.BooleanField(
+                        help_text="false when a run was already queued (or the queue is unreachable; "
+                        "it retries by itself)."
+                    )
+                },
+            )
+        },
+    )
+    def post(self, request, slug: str):
+        campaign = campaign_for_user(user=request.user, slug=slug)
+        return Response({"queued": services.audit_request_full(campaign=campaign)}, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,115 @@
+"""The noise audit engine: pure functions over numpy arrays (see ../shared/docs/noise-audit.md).
+
+Nothing here imports Django, the ``annotation`` app or the live audit: a notebook, the ``audit``
+management command and the Celery tasks all call the same functions. Modules import only numpy and
+the small ``krippendorff`` package at import time (pandas and scipy, each a few tenths of a second
+to import, are imported inside the functions that need them, so a small audit starts fast). One
+module per section of the report; private helpers shared by several modules live in ``_util``, and
+no module imports another's private names.
+
+>>> from audits.engine import LabelMatrix, noise_audit
+>>> m = LabelMatrix.from_triples(["a", "b", "a", "b"], [1, 1, 2, 2], [1, 1, 0, 1])
+>>> noise_audit(m).n_labels
+4
+"""
+
+from audits.engine.accuracy import (
+    Regression,
+    WorkerAccuracy,
+    gold_accuracy,
+    least_squares,
+    loo_accuracy,
+    loo_outcomes,
+    noise_accuracy_regression,
+    normal_interval,
+    power_cutoff,
+    wilson_interval,
+)
+from audits.engine.agreement import (
+    AgreementResult,
+    agreement_coefficients,
+    gwet_ac,
+    gwet_weights,
+    krippendorff_alpha,
+    value_count_table,
+)
+from audits.engine.filters import FilterResult, VolumeSweep, volume_filter, volume_sweep
+from audits.engine.flags import StraightLining, straight_lining, straight_lining_binary
+from audits.engine.instrument import compare_systems, item_precision, reproducibility
+from audits.engine.io import LabelFileError, read_gold, read_labels, read_predictions
+from audits.engine.matrix import DuplicateLabelError, LabelMatrix, ValueScale, parse_binarize
+from audits.engine.noise import (
+    NOISE_KEYS,
+    NoiseAudit,
+    SufficientStats,
+    WorkerNoise,
+    ddof_from_sd,
+    noise_audit,
+    noise_from_stats,
+    worker_noise,
+)
+from audits.engine.partitions import (
+    Partitions,
+    minority_counts,
+    modal_labels,
+    noise_partitions,
+    score_partitions,
+    two_proportion_ztest,
+)
+from audits.engine.report import AuditReport, full_report, render_markdown
+from audits.engine.truths import ground_truths
+
+__all__ = [
+    "LabelMatrix",
+    "ValueScale",
+    "DuplicateLabelError",
+    "parse_binarize",
+    "LabelFileError",
+    "read_labels",
+    "read_gold",
+    "read_predictions",
+    "SufficientStats",
+    "NoiseAudit",
+    "WorkerNoise",
+    "NOISE_KEYS",
+    "ddof_from_sd",
+    "noise_audit",
+    "noise_from_stats",
+    "worker_noise",
+    "FilterResult",
+    "VolumeSweep",
+    "volume_filter",
+    "volume_sweep",
+    "WorkerAccuracy",
+    "Regression",
+    "least_squares",
+    "loo_accuracy",
+    "gold_accuracy",
+    "loo_outcomes",
+    "wilson_interval",
+    "normal_interval",
+    "noise_accuracy_regression",
+    "power_cutoff",
+    "StraightLining",
+    "straight_lining",
+    "straight_lining_binary",
+    "Partitions",
+    "noise_partitions",
+    "minority_counts",
+    "modal_labels",
+    "score_partitions",
+    "two_proportion_ztest",
+    "AgreementResult",
+    "agreement_coefficients",
+    "krippendorff_alpha",
+    "gwet_ac",
+    "gwet_weights",
+    "value_count_table",
+    "item_precision",
+    "reproducibility",
+    "compare_systems",
+    "AuditReport",
+    "full_report",
+    "render_markdown",
+    "ground_truths",
+]
