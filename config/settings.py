@@ -121,6 +121,9 @@ else:
     # call instead (audits.services.audit_schedule_recompute: max_retries=0, retry=False).
     CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 1, "socket_connect_timeout": 1}
     CELERY_BROKER_CONNECTION_TIMEOUT = 1
+    if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        # kombu's Redis transport, fixed so a worker survives a Redis restart (config/redis_broker.py).
+        CELERY_BROKER_TRANSPORT = "config.redis_broker:Transport"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
