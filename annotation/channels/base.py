@@ -219,5 +219,10 @@ class BaseChannel:
         self._required("pay_bonus()")
 
     def block_worker(self, *, block_id: str, worker_ref: str) -> None:
-        """Stop showing the publication's HITs to this worker (they have nothing left)."""
+        """Stop showing the publication's HITs to this worker (they have nothing left, or are blocked)."""
         self._required("block_worker()")
+
+    def unblock_worker(self, *, block_id: str, worker_ref: str) -> None:
+        """Show the publication's HITs to this worker again (the researcher lifted their block).
+        Idempotent: lifting a block that is not there succeeds."""
+        self._required("unblock_worker()")

@@ -175,6 +175,11 @@ class LocMemChannel(BaseChannel):
         with _lock:
             state["blocked"].add((block_id, worker_ref))
 
+    def unblock_worker(self, *, block_id: str, worker_ref: str) -> None:
+        state = self._record("unblock_worker", block_id=block_id, worker_ref=worker_ref)
+        with _lock:
+            state["blocked"].discard((block_id, worker_ref))
+
     # --- the worker side, for tests -----------------------------------------------------------------
 
     def submit(self, hit_id: str, worker_ref: str, submission_id: str | None = None, answer: dict | None = None) -> str:

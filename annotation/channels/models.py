@@ -142,12 +142,13 @@ class MTurkAssignment(models.Model):
 
 
 class MTurkWorkerBlock(models.Model):
-    """A worker with nothing left in a campaign: they get the publication's block-list qualification,
-    which the HITs require not to exist, so MTurk stops showing them the HITs."""
+    """A worker with nothing left in a campaign, or blocked from it: they get the publication's block-list
+    qualification, which the HITs require not to exist, so MTurk stops showing them the HITs."""
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
         DONE = "done", "Done"
+        LIFTING = "lifting", "Being lifted"  # the researcher unblocked the worker; the row goes once lifted
 
     publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="blocks")
     worker = models.ForeignKey("annotation.Worker", on_delete=models.PROTECT, related_name="+")

@@ -461,5 +461,22 @@ class MTurkChannel(BaseChannel):
             SendNotification=False,
         )
 
+    def unblock_worker(self, *, block_id: str, worker_ref: str) -> None:
+        try:
+            self._call(
+                "disassociate_qualification_from_worker",
+                QualificationTypeId=block_id,
+                WorkerId=worker_ref,
+                Reason="The requester lifted your block.",
+            )
+        except ChannelPermanentError:
+            # MTurk refuses to take away what the worker does not have: after a lost response the retry
+            # is refused, yet the block is lifted. Only a worker who still holds it is a failure.
+            holders = self._pages(
+                "list_workers_with_qualification_type", "Qualifications", QualificationTypeId=block_id
+            )
+            if any(holder.get("WorkerId") == worker_ref for holder in holders):
+                raise
+
     def account_balance(self) -> Decimal:
         return Decimal(self._call("get_account_balance").get("AvailableBalance", "0"))

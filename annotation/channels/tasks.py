@@ -50,6 +50,13 @@ def mturk_block_worker_task(block_id: int):
     return mturk_block_push(block_id=block_id)
 
 
+@shared_task(autoretry_for=(ChannelTransientError,), retry_backoff=10, max_retries=8)
+def mturk_unblock_worker_task(block_id: int):
+    from annotation.channels.services import mturk_block_lift  # noqa: PLC0415 (services import this module: a cycle)
+
+    return mturk_block_lift(block_id=block_id)
+
+
 @shared_task
 def mturk_reconcile_task():
     """Periodic (CELERY_BEAT_SCHEDULE): reconcile every open MTurk publication. A transient error on

@@ -10,7 +10,8 @@ the numbers that led to it.
 * **Block** (``Participation.blocked_at``): no further lease on any channel (``lease_acquire``
   refuses, ``selectors.refusal_before_slots``; MTurk also gets the block-list qualification,
   ``mturk_worker_block``); their live leases end now (released, their slots free for others).
-  **Unblock** reverses it in Chorus; on MTurk the qualification stays, for Chorus cannot take it back.
+  **Unblock** reverses it; on MTurk the qualification is lifted (``mturk_worker_unblock``) unless the
+  worker has nothing left there anyway.
 * **Re-collect**: exclude, block, and void their counted labels (``label_void``'s writes: rows and
   leases kept, so they never see those prompts again; slots freed, so other workers label them).
   Undoing it includes and unblocks the worker; the voids stay (the slots may be filled again already).
@@ -32,7 +33,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.channels.services.mturk_task import mturk_worker_block
+from annotation.channels.services.mturk_task import mturk_worker_block, mturk_worker_unblock
 from annotation.models import Campaign, Label, Lease, Participation, QualityRule, Slot, Worker, WorkerAction
 from annotation.services.assignment import label_void_locked
 from annotation.services.errors import ServiceError
@@ -122,8 +123,8 @@ def worker_unblock(
     reason: str,
     numbers: dict | None = None,
 ) -> WorkerAction:
-    """Let a blocked worker take leases in the campaign again (on MTurk the block-list qualification
-    stays: Chorus cannot take it back)."""
+    """Let a blocked worker take leases in the campaign again (on MTurk their block-list qualification is
+    lifted, unless they have nothing left there)."""
     return _act(Kind.UNBLOCK, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
 
 
@@ -313,6 +314,8 @@ def _apply(kind: str, participation: Participation, now) -> bool:
     blocked = fields.get("blocked_at") is not None
     if blocked:
         mturk_worker_block(campaign_id=campaign_id, worker=participation.worker)
+    elif kind == Kind.UNBLOCK:
+        mturk_worker_unblock(campaign_id=campaign_id, worker=participation.worker)
     return blocked
 
 

@@ -20,6 +20,7 @@ from django.db import connection
 
 from annotation import selectors, services
 from annotation.channels import services as channel_services
+from annotation.channels.models import MTurkWorkerBlock
 from annotation.exporting import export_chunks
 from annotation.models import Label, Lease, Participation, Slot, WorkerAction
 from annotation.services.quality import (
@@ -271,6 +272,63 @@ def test_a_blocked_mturk_worker_gets_the_block_list_qualification(
     channel_services.mturk_block_push(block_id=block.pk)
     assert mturk.visible_hits("AWSPAM") == [] and mturk.visible_hits("AWOTHER") != []
     assert not Lease.objects.filter(worker=worker, status=Lease.Status.ACTIVE).exists()
+
+    # Unblocked: the qualification is lifted after commit, and the row goes.
+    with django_capture_on_commit_callbacks() as callbacks:
+        worker_unblock(campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
+    assert len(callbacks) == 1  # mturk_unblock_worker_task
+    assert mturk.visible_hits("AWSPAM") == []  # not before the task runs
+    assert channel_services.mturk_block_lift(block_id=block.pk) is True
+    assert mturk.visible_hits("AWSPAM") != [] and not publication.blocks.exists()
+    assert channel_services.mturk_block_lift(block_id=block.pk) is False  # a second run: nothing to lift
+
+    # Blocked again before the lift went out: the block wins, nothing is lifted.
+    worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    channel_services.mturk_block_push(block_id=publication.blocks.get().pk)
+    worker_unblock(campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
+    worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    block = publication.blocks.get()
+    assert block.status == MTurkWorkerBlock.Status.PENDING
+    assert channel_services.mturk_block_lift(block_id=block.pk) is False
+    channel_services.mturk_block_push(block_id=block.pk)
+    assert mturk.visible_hits("AWSPAM") == []
+
+    # A lift whose task never ran is done by reconciliation.
+    worker_unblock(campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
+    report = channel_services.mturk_reconcile(publication_id=publication.pk)
+    assert report.blocks_lifted == 1 and mturk.visible_hits("AWSPAM") != []
+
+
+def test_an_mturk_block_re_set_while_its_lift_is_on_the_wire_is_pushed_again(
+    make_campaign,
+    researcher,
+    mturk,  # noqa: F811 (a fixture)
+    monkeypatch,
+):
+    campaign = make_campaign(6, k=2)
+    publication = channel_services.publication_create_mturk(campaign=campaign, user=researcher, options=OPTIONS)
+    channel_services.publication_publish(publication_id=publication.pk)
+    open_task(mturk, mturk.accept(mturk.visible_hits("AWSPAM")[0], "AWSPAM"))
+    worker = Participation.objects.get(campaign=campaign, worker__external_id="AWSPAM").worker
+    worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    block = publication.blocks.get()
+    channel_services.mturk_block_push(block_id=block.pk)
+    worker_unblock(campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
+
+    from annotation.channels.mturk import MTurkChannel
+
+    lift = MTurkChannel.unblock_worker
+
+    def lift_while_blocked_again(self, **kwargs):
+        # The researcher blocks again, and that block is pushed, while MTurk is being asked to lift.
+        worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+        channel_services.mturk_block_push(block_id=block.pk)
+        lift(self, **kwargs)
+
+    monkeypatch.setattr(MTurkChannel, "unblock_worker", lift_while_blocked_again)
+    assert channel_services.mturk_block_lift(block_id=block.pk) is True
+    assert mturk.visible_hits("AWSPAM") == []  # pushed again after the lift
+    assert publication.blocks.get().status == MTurkWorkerBlock.Status.DONE
 
 
 def test_a_blocked_panel_participant_is_asked_to_return_the_study(make_campaign, researcher):

@@ -239,6 +239,22 @@ class FakeMTurk:
         self.effects[("associate", p["QualificationTypeId"], p["WorkerId"])] += 1
         return {}
 
+    def op_DisassociateQualificationFromWorker(self, p):
+        key = (p["QualificationTypeId"], p["WorkerId"])
+        if key not in self.worker_quals:
+            raise MTurkError(f"Worker {p['WorkerId']} does not have QualificationType {key[0]}. (1234567890)")
+        del self.worker_quals[key]
+        self.effects[("disassociate", *key)] += 1
+        return {}
+
+    def op_ListWorkersWithQualificationType(self, p):
+        items = [
+            {"QualificationTypeId": qid, "WorkerId": worker, "IntegerValue": value, "Status": "Granted"}
+            for (qid, worker), value in self.worker_quals.items()
+            if qid == p["QualificationTypeId"]
+        ]
+        return self._page(items, p, "Qualifications")
+
     def op_CreateHITType(self, p):
         for requirement in p.get("QualificationRequirements", []):
             qid = requirement["QualificationTypeId"]

@@ -184,5 +184,12 @@ class TestMTurkChannel(ChannelContract):
         channel.block_worker(block_id=prepared.block_id, worker_ref="WBLOCK")
         assert mturk.visible_hits("WBLOCK") == []
         assert mturk.visible_hits("WOTHER") == [published.hit_id]
+        channel.unblock_worker(block_id=prepared.block_id, worker_ref="WBLOCK")
+        assert mturk.visible_hits("WBLOCK") == [published.hit_id]
+        channel.unblock_worker(block_id=prepared.block_id, worker_ref="WBLOCK")  # a retry: MTurk refuses, yet done
+        channel.block_worker(block_id=prepared.block_id, worker_ref="WBLOCK")
+        mturk.inject("DisassociateQualificationFromWorker", "lost_response")
+        channel.unblock_worker(block_id=prepared.block_id, worker_ref="WBLOCK")
+        assert mturk.visible_hits("WBLOCK") == [published.hit_id]
         mturk.set_worker("WABROAD", locale="FR")
         assert mturk.visible_hits("WABROAD") == []  # the locale requirement

@@ -13,6 +13,7 @@ the MTurk options check in ``annotation.channels.options`` and the reads in ``an
 from .mturk_task import (
     mturk_assignment_labeled,
     mturk_assignment_open,
+    mturk_block_lift,
     mturk_block_push,
     mturk_bonus_grant,
     mturk_client_token,
@@ -28,6 +29,7 @@ __all__ = [
     "ReconcileReport",
     "mturk_assignment_labeled",
     "mturk_assignment_open",
+    "mturk_block_lift",
     "mturk_block_push",
     "mturk_bonus_grant",
     "mturk_client_token",

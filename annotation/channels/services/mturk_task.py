@@ -14,7 +14,7 @@ from annotation.channels.errors import BonusAlreadyGranted, PublicationRefused
 from annotation.channels.models import MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, Publication
 from annotation.channels.pricing import MTURK_BONUS_MAX
 from annotation.channels.registry import get_channel
-from annotation.channels.tasks import mturk_block_worker_task
+from annotation.channels.tasks import mturk_block_worker_task, mturk_unblock_worker_task
 from annotation.models import Worker
 
 
@@ -71,10 +71,35 @@ def mturk_worker_block(*, campaign_id: int, worker: Worker) -> list[MTurkWorkerB
         campaign_id=campaign_id, kind=Publication.Kind.MTURK, worker_channel=worker.channel
     ).values_list("pk", flat=True):
         block, _ = MTurkWorkerBlock.objects.get_or_create(publication_id=publication_id, worker=worker)
+        if block.status == MTurkWorkerBlock.Status.LIFTING:  # blocked again before the lift went out
+            MTurkWorkerBlock.objects.filter(pk=block.pk).update(status=MTurkWorkerBlock.Status.PENDING)
+            block.status = MTurkWorkerBlock.Status.PENDING
         if block.status == MTurkWorkerBlock.Status.PENDING:
             mturk_block_worker_task.delay_on_commit(block.pk)
         blocks.append(block)
     return blocks
+
+
+@transaction.atomic(savepoint=False)
+def mturk_worker_unblock(*, campaign_id: int, worker: Worker) -> int:
+    """A worker unblocked in the campaign (``annotation.services.quality.worker_unblock``): their
+    block-list qualification is lifted (``mturk_unblock_worker_task`` after commit) on each of the
+    campaign's MTurk publications, except where they have nothing left (MTurk would show them HITs they
+    cannot take). In the caller's transaction; returns how many blocks are being lifted."""
+    blocks = (
+        MTurkWorkerBlock.objects.filter(publication__campaign_id=campaign_id, worker=worker)
+        .exclude(status=MTurkWorkerBlock.Status.LIFTING)
+        .exclude(
+            publication__in=Publication.objects.filter(
+                hits__assignments__worker=worker, hits__assignments__nothing_left=True
+            )
+        )
+    )
+    lifting = list(blocks.values_list("pk", flat=True))
+    MTurkWorkerBlock.objects.filter(pk__in=lifting).update(status=MTurkWorkerBlock.Status.LIFTING)
+    for block_id in lifting:
+        mturk_unblock_worker_task.delay_on_commit(block_id)
+    return len(lifting)
 
 
 def mturk_block_push(*, block_id: int) -> bool:
@@ -87,6 +112,29 @@ def mturk_block_push(*, block_id: int) -> bool:
     )
     with transaction.atomic(durable=True):
         MTurkWorkerBlock.objects.filter(pk=block.pk).update(status=MTurkWorkerBlock.Status.DONE, done_at=timezone.now())
+    return True
+
+
+def mturk_block_lift(*, block_id: int) -> bool:
+    """Lift a block being lifted on MTurk, then forget it; returns whether a call was made. MTurk is
+    called outside any transaction; a block set again meanwhile (``mturk_worker_block``) wins: its
+    qualification is pushed again, since this lift may have taken it away after it was pushed."""
+    block = MTurkWorkerBlock.objects.select_related("publication", "worker").filter(pk=block_id).first()
+    if block is None or block.status != MTurkWorkerBlock.Status.LIFTING:
+        return False
+    if block.publication.remote_block_id:
+        get_channel(block.publication.channel).unblock_worker(
+            block_id=block.publication.remote_block_id, worker_ref=block.worker.external_id
+        )
+    with transaction.atomic(durable=True):
+        lifted, _ = MTurkWorkerBlock.objects.filter(pk=block.pk, status=MTurkWorkerBlock.Status.LIFTING).delete()
+        blocked_again = not lifted and (
+            MTurkWorkerBlock.objects.filter(pk=block.pk, status=MTurkWorkerBlock.Status.DONE).update(
+                status=MTurkWorkerBlock.Status.PENDING
+            )
+        )
+    if blocked_again:
+        mturk_block_push(block_id=block.pk)
     return True
 
 

@@ -18,7 +18,7 @@ from annotation.channels.base import BaseChannel, ChannelPermanentError, Prepare
 from annotation.channels.models import MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, Publication
 from annotation.channels.pricing import MTURK_COMMISSION_THRESHOLD
 from annotation.channels.registry import get_channel
-from annotation.channels.services.mturk_task import mturk_block_push, mturk_client_token
+from annotation.channels.services.mturk_task import mturk_block_lift, mturk_block_push, mturk_client_token
 from annotation.channels.services.publishing import mturk_hit_publish, publication_publish
 from annotation.models import Campaign, Label, Slot, Worker
 from annotation.services import label_void, worker_get_or_create
@@ -44,6 +44,7 @@ class ReconcileReport:
     refilled: int = 0
     bonuses_paid: int = 0
     blocks_pushed: int = 0
+    blocks_lifted: int = 0
     extended: int = 0
     expired: int = 0
     abandoned: int = 0
@@ -62,6 +63,7 @@ class ReconcileReport:
                 "refilled",
                 "bonuses_paid",
                 "blocks_pushed",
+                "blocks_lifted",
                 "extended",
                 "expired",
                 "abandoned",
@@ -145,13 +147,17 @@ def _resume_publishing(publication: Publication) -> None:
 
 
 def _push_pending_blocks(run: _Run) -> None:
-    """Step 1b: give the block-list qualification to workers with nothing left whose block was not
-    pushed yet (``mturk_block_worker_task`` failed or never ran)."""
-    for block_id in MTurkWorkerBlock.objects.filter(
-        publication=run.publication, status=MTurkWorkerBlock.Status.PENDING
-    ).values_list("pk", flat=True):
-        if run.attempt(f"block {block_id}", mturk_block_push, block_id=block_id) is True:
-            run.report.blocks_pushed += 1
+    """Step 1b: give the block-list qualification to workers with nothing left, or blocked, whose block
+    was not pushed yet, and lift it from unblocked workers whose lift was not (``mturk_block_worker_task``
+    or ``mturk_unblock_worker_task`` failed or never ran)."""
+    for block_id, status in MTurkWorkerBlock.objects.filter(
+        publication=run.publication, status__in=[MTurkWorkerBlock.Status.PENDING, MTurkWorkerBlock.Status.LIFTING]
+    ).values_list("pk", "status"):
+        if status == MTurkWorkerBlock.Status.PENDING:
+            if run.attempt(f"block {block_id}", mturk_block_push, block_id=block_id) is True:
+                run.report.blocks_pushed += 1
+        elif run.attempt(f"lift block {block_id}", mturk_block_lift, block_id=block_id) is True:
+            run.report.blocks_lifted += 1
 
 
 # --- Step 2: assignments --------------------------------------------------------------------------------
