@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from annotation.selectors import campaign_for_user
 from audits import selectors, services
-from audits.engine.report import render_markdown
+from audits.engine.markdown import render_markdown
 from audits.models import AuditSnapshot
 from audits.views import feed_response
 

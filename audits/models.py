@@ -10,6 +10,7 @@ schemas, each (prompt, answer option) for per-option schemas (exported as ``<ext
 A label's *scaled value* is its value on the audit's [0, 1] scale (after the binarization map).
 """
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -182,3 +183,34 @@ class AuditSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.campaign} {self.kind} @{self.watermark}"
+
+
+class GroundTruthRun(models.Model):
+    """Alternative ground truths of a campaign (majority vote, Dawid–Skene, GLAD, MACE), inferred from its
+    labels when a researcher asks (``audits.services.ground_truths_request``): the models take seconds
+    to minutes (GLAD on thousands of prompts), too slow for the full audit's cadence. ``data`` is
+    ``audits.engine.truths.ground_truths``' dict, on the labels counted at ``watermark``."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for a Celery worker"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="ground_truth_runs")
+    methods = models.JSONField(help_text="The methods asked for, in audits.engine.truths.METHODS order.")
+    status = models.CharField(max_length=7, choices=Status.choices, default=Status.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(auto_now_add=True)
+    watermark = models.PositiveBigIntegerField(null=True, blank=True, help_text="Label rows the run saw.")
+    data = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(default=0.0)
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign", "-requested_at"], name="groundtruthrun_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.campaign} ground truths ({', '.join(self.methods)}): {self.status}"

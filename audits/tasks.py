@@ -45,3 +45,11 @@ def audit_sweep_task() -> None:
     from audits.services import audit_sweep  # noqa: PLC0415 (audits.services imports this module: a cycle)
 
     audit_sweep()
+
+
+@shared_task(name="audits.ground_truths", ignore_result=True)
+def ground_truths_task(run_id: int) -> None:
+    """Alternative ground truths on request (seconds to minutes): see ``audits.services.truths``."""
+    from audits.services import ground_truths_compute  # noqa: PLC0415 (audits.services imports this module: a cycle)
+
+    ground_truths_compute(run_id=run_id)

@@ -9,4 +9,5 @@ urlpatterns = [
     path("<slug:slug>/data.json", views.dashboard_data, name="audit_dashboard_data"),
     path("<slug:slug>/report.<str:fmt>", views.report_download, name="audit_report"),
     path("<slug:slug>/recompute/", views.recompute, name="audit_recompute"),
+    path("<slug:slug>/ground-truths/", views.ground_truths_request, name="audit_ground_truths"),
 ]

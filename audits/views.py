@@ -9,6 +9,7 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -20,8 +21,10 @@ from annotation.selectors import campaign_for_user
 from audits import selectors, services
 from audits.conf import audit_setting
 from audits.engine import accuracy, flags, glossary, workers
-from audits.engine.report import render_markdown
+from audits.engine.markdown import render_markdown
+from audits.engine.truths import METHODS
 from audits.models import AuditSnapshot
+from audits.selectors import truths
 
 POLL_MS = 2000
 
@@ -39,6 +42,7 @@ def dashboard(request, slug):
         "accuracy_metrics": {m.key: m for m in glossary.ACCURACY},
         "reference": glossary.REFERENCE,
         "speed": {"min_labels": accuracy.MIN_SCORED_FLOOR, "share": round(workers.SPEED_SHARE * 100)},
+        "truth_methods": [(m, truths.NAMES[m], m != "glad") for m in METHODS],
     }
     return render(request, "audits/dashboard.html", context)
 
@@ -92,15 +96,38 @@ def report_download(request, slug, fmt):
     if snapshot is None:
         raise Http404("No full audit yet: press “Recompute now” on the dashboard.")
     name = f"{campaign.slug}-audit-{snapshot.watermark}"
+    # The alternative ground truths, when a researcher asked for them, come from their own run.
+    report = {**snapshot.data, **(selectors.ground_truths_for_report(campaign=campaign) or {})}
     if fmt == "json":
-        response = HttpResponse(json.dumps(snapshot.data, indent=2, allow_nan=False), content_type="application/json")
+        response = HttpResponse(json.dumps(report, indent=2, allow_nan=False), content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{name}.json"'
     elif fmt == "md":
-        response = HttpResponse(render_markdown(snapshot.data), content_type="text/markdown; charset=utf-8")
+        response = HttpResponse(render_markdown(report), content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}.md"'
     else:
         raise Http404("Unknown format.")
     return response
+
+
+@login_required
+@require_POST
+def ground_truths_request(request, slug):
+    """Ask a Celery worker for the alternative ground truths by the methods ticked on the dashboard."""
+    campaign = campaign_for_user(user=request.user, slug=slug)
+    try:
+        run, created = services.ground_truths_request(
+            campaign=campaign, methods=request.POST.getlist("methods"), by=request.user
+        )
+    except ValidationError as error:
+        messages.error(request, " ".join(error.message_dict["methods"]))
+    else:
+        if created:
+            messages.success(
+                request, "Ground truths requested; the dashboard shows them when a worker has computed them."
+            )
+        else:
+            messages.info(request, f"Ground truths by {', '.join(run.methods)} are already waiting for a worker.")
+    return redirect(reverse("audit_dashboard", args=[campaign.slug]) + "#ground-truths")
 
 
 @login_required

@@ -37,6 +37,7 @@ from audits.engine.filters import FilterResult, VolumeSweep, volume_filter, volu
 from audits.engine.flags import StraightLining, straight_lining, straight_lining_binary
 from audits.engine.instrument import compare_systems, item_precision, reproducibility
 from audits.engine.io import LabelFileError, read_gold, read_labels, read_predictions
+from audits.engine.markdown import render_markdown
 from audits.engine.matrix import DuplicateLabelError, LabelMatrix, ValueScale, parse_binarize
 from audits.engine.noise import (
     NOISE_KEYS,
@@ -56,7 +57,7 @@ from audits.engine.partitions import (
     score_partitions,
     two_proportion_ztest,
 )
-from audits.engine.report import AuditReport, full_report, render_markdown
+from audits.engine.report import AuditReport, full_report
 from audits.engine.truths import ground_truths
 
 __all__ = [

@@ -299,11 +299,13 @@
     var rows = sortWorkers();
     var gold = rows.some(function (w) { return w.accuracy_gold !== null && w.accuracy_gold !== undefined; });
     var control = rows.some(function (w) { return w.n_controls > 0; });
+    var skill = rows.some(function (w) { return w.ds_skill !== null && w.ds_skill !== undefined; });
     document.querySelectorAll(".gold-only").forEach(function (node) { node.hidden = !gold; });
     document.querySelectorAll(".controls-only").forEach(function (node) { node.hidden = !control; });
+    document.querySelectorAll(".skill-only").forEach(function (node) { node.hidden = !skill; });
     body.textContent = "";
     if (!rows.length) {
-      var empty = el("tr"); var td = el("td", "No labels yet.", "muted"); td.colSpan = 11; empty.appendChild(td); body.appendChild(empty);
+      var empty = el("tr"); var td = el("td", "No labels yet.", "muted"); td.colSpan = 12; empty.appendChild(td); body.appendChild(empty);
       return;
     }
     rows.forEach(function (w) {
@@ -319,6 +321,7 @@
       tr.appendChild(cell("bias (95 % interval)", bias(w), "num"));
       tr.appendChild(cell("most frequent answer", topAnswer(w), "num"));
       if (control) tr.appendChild(cell("control accuracy", controls(w), "num"));
+      if (skill) tr.appendChild(cell("Dawid–Skene skill", w.ds_skill === null || w.ds_skill === undefined ? "—" : fmt(w.ds_skill, 3), "num"));
       tr.appendChild(cell("time", pace(w), "num"));
       var flags = cell("", null, "flags");
       (w.flags || []).forEach(function (f) { flags.appendChild(el("span", f.text, "flag flag-" + f.kind.replace("_", "-"))); });
@@ -372,6 +375,42 @@
     drawAgreement(full.agreement, full.agreement_note);
   }
 
+  /* The newest ground truths that finished, and whether a newer request is still waiting for a worker. */
+  function drawTruths(truths) {
+    var status = $("truths-status");
+    if (!truths) return;
+    var latest = truths.latest, shown = truths.shown;
+    var parts = [];
+    if (shown && shown.status === "done") {
+      parts.push("Computed on " + shown.watermark + " labels at " + clock(shown.computed_at) + " in " + fmt(shown.duration_ms / 1000, 1) + " s.");
+    } else if (shown) {
+      parts.push("The last request failed: " + shown.error);
+    }
+    if (latest.status === "pending") parts.push("A request (" + latest.methods.join(", ") + ") is waiting for a Celery worker.");
+    text(status, parts.join(" "));
+    var rows = shown ? shown.rows : [];
+    $("truths-table").hidden = !rows.length;
+    if (!rows.length) return;
+    var head = $("truths-head"), body = $("truths-body");
+    head.textContent = ""; body.textContent = "";
+    var hr = el("tr");
+    ["method", "accuracy vs gold"].concat(rows.map(function (r) { return "differs from " + r.name; })).forEach(function (h) {
+      var th = el("th", h); th.scope = "col"; hr.appendChild(th);
+    });
+    head.appendChild(hr);
+    rows.forEach(function (r) {
+      var tr = el("tr");
+      tr.dataset.method = r.method;
+      tr.appendChild(cell("", r.name));
+      tr.appendChild(cell("accuracy vs gold", r.accuracy_gold === null ? "no gold" : fmt(r.accuracy_gold, 3) + " (N = " + r.n_gold + ")", "num"));
+      rows.forEach(function (o) {
+        var n = o.method === r.method ? null : (r.changes || {})[o.method];
+        tr.appendChild(cell("differs from " + o.name, n === null || n === undefined ? "—" : n + " prompts", "num"));
+      });
+      body.appendChild(tr);
+    });
+  }
+
   function drawPower(full) {
     var summary = full && full.accuracy_summary;
     if (summary && summary.min_scored_for_power !== undefined) text($("min-scored"), String(summary.min_scored_for_power));
@@ -403,6 +442,7 @@
     drawAmbiguous(d.ambiguous || []);
     drawFull(d.full);
     drawPower(d.full);
+    drawTruths(d.ground_truths);
     drawQualityRule(d.quick);
     root.dataset.watermark = d.quick ? String(d.quick.watermark) : "0";
   }

@@ -66,7 +66,7 @@ def test_left_stops_at_a_panels_quota(make_campaign, researcher):
 def test_a_large_campaign_is_counted_only_up_to_a_bound(
     make_campaign, make_worker, monkeypatch, django_assert_num_queries
 ):
-    monkeypatch.setattr(selectors, "PROMPTS_LEFT_COUNTED", 4)
+    monkeypatch.setattr("annotation.selectors.workers.PROMPTS_LEFT_COUNTED", 4)
     campaign = make_campaign(9, k=3)
     worker = make_worker()
     services.lease_acquire(campaign=campaign, worker=worker)
@@ -79,6 +79,6 @@ def test_a_large_campaign_is_counted_only_up_to_a_bound(
 
 
 def test_at_least_is_shown_when_the_count_stopped(make_campaign, new_worker, monkeypatch):
-    monkeypatch.setattr(selectors, "PROMPTS_LEFT_COUNTED", 3)
+    monkeypatch.setattr("annotation.selectors.workers.PROMPTS_LEFT_COUNTED", 3)
     campaign = make_campaign(5, k=1)
     assert progress_line(open_task(new_worker(), campaign)) == "0 labeled · at least 3 left for you"

@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 
 from audits import services as audit_services
-from audits.tasks import audit_full_task, audit_refresh_task
+from audits.tasks import audit_full_task, audit_refresh_task, ground_truths_task
 
 
 class Enqueued(list):
@@ -37,15 +37,16 @@ def enqueued(request):
     with (
         mock.patch.object(audit_refresh_task, "apply_async", recorder(audit_refresh_task)),
         mock.patch.object(audit_full_task, "apply_async", recorder(audit_full_task)),
+        mock.patch.object(ground_truths_task, "apply_async", recorder(ground_truths_task)),
     ):
         yield calls
 
 
 @pytest.fixture(autouse=True)
 def _reset_breaker():
-    audit_services._breaker["until"] = 0.0
+    audit_services.scheduling._breaker["until"] = 0.0
     yield
-    audit_services._breaker["until"] = 0.0
+    audit_services.scheduling._breaker["until"] = 0.0
 
 
 @pytest.fixture(scope="module")

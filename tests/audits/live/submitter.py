@@ -7,6 +7,7 @@ exactly as in production. Reads one JSON command per line on stdin, answers one 
     {"cmd": "submit", "campaign": 3, "n": 10, "values": [0, 1]}
       -> {"ok": true, "acks": 10, "seconds": [...], "after": <epoch seconds after the last commit>}
     {"cmd": "settings"} -> {"broker": ..., "cache": ...}
+    {"cmd": "ground_truths", "campaign": 3, "methods": ["majority"]} -> {"run": <GroundTruthRun id>}
 """
 
 import itertools
@@ -59,6 +60,13 @@ def main() -> None:
                     seconds.append(time.perf_counter() - started)
                     acks += 1
                 answer = {"acks": acks, "seconds": seconds, "after": time.time()}
+            elif command["cmd"] == "ground_truths":
+                from audits.services import ground_truths_request  # noqa: PLC0415 (after django.setup())
+
+                run, _ = ground_truths_request(
+                    campaign=Campaign.objects.get(pk=command["campaign"]), methods=command["methods"]
+                )
+                answer = {"run": run.pk}
             else:
                 raise ValueError(f"unknown command {command['cmd']!r}")
             answer["ok"] = True

@@ -131,3 +131,17 @@ def test_a_hung_redis_costs_one_label_about_a_second_then_nothing(make_campaign,
     finally:
         s.stop()
         hung.close()
+
+
+def test_a_worker_computes_the_ground_truths_a_researcher_asked_for(worker, submitter, make_campaign):
+    from audits.models import GroundTruthRun
+
+    campaign = make_campaign(20, k=3)
+    assert submitter.ask(cmd="submit", campaign=campaign.pk, n=60, workers=6)["acks"] == 60
+    run = submitter.ask(cmd="ground_truths", campaign=campaign.pk, methods=["majority", "dawid_skene"])["run"]
+    done = wait_for(
+        lambda: GroundTruthRun.objects.filter(pk=run, status="done").first(),
+        timeout=60,
+        what="the worker's ground truths",
+    )
+    assert done.watermark == 60 and len(done.data["dawid_skene"]["labels"]) == 20

@@ -132,7 +132,7 @@ def test_a_dead_broker_never_reaches_the_label_submitter(
 
 def test_a_dead_cache_never_reaches_the_label_submitter(make_campaign, django_capture_on_commit_callbacks, enqueued):
     campaign = make_campaign(5)
-    with mock.patch.object(audit_services.cache, "add", side_effect=ConnectionError("cache down")):
+    with mock.patch.object(audit_services.scheduling.cache, "add", side_effect=ConnectionError("cache down")):
         with django_capture_on_commit_callbacks(execute=True):
             ack = label_one(campaign, sim_worker())
     assert ack.pk and enqueued == []
@@ -148,7 +148,7 @@ def test_the_dashboard_status_turns_stale_then_catches_up(make_campaign, django_
     assert status["stale"] is True and status["behind"] == 1 and status["stale_since"]
     # The queued run is lost and its key has expired: the beat sweep reschedules the campaign.
     enqueued.clear()
-    audit_services._clear_pending(campaign.pk, "quick")
+    audit_services.runs._clear_pending(campaign.pk, "quick")
     audit_sweep_task.run()
     assert enqueued.names()[0] == "audits.refresh" and enqueued[0][1] == campaign.pk
     assert audit_services.audit_sweep()["quick"] == []  # already pending: not twice
@@ -165,7 +165,7 @@ def test_a_rerun_is_harmless_and_a_killed_run_leaves_nothing(
     with django_capture_on_commit_callbacks(execute=True):
         label_one(campaign, sim_worker(), value=1)
         label_one(campaign, sim_worker(), value=0)
-    with mock.patch.object(selectors, "noise_from_stats", side_effect=MemoryError("killed")):
+    with mock.patch.object(selectors.stats, "noise_from_stats", side_effect=MemoryError("killed")):
         with pytest.raises(MemoryError):
             audit_refresh_task.run(campaign.pk)
     assert not AuditSnapshot.objects.filter(campaign=campaign).exists()

@@ -75,7 +75,7 @@ def test_the_straight_lining_flags_are_taken_with_the_quick_snapshot_not_with_ea
     campaign, _ = demo
     stored = selectors.latest_snapshot(campaign=campaign).data["straight_lining"]
     assert len(stored["workers"]) == 2 and stored["rule"]["min_share"] == 0.9
-    with mock.patch.object(selectors, "straight_lining_binary", side_effect=AssertionError("recomputed")):
+    with mock.patch.object(selectors.stats, "straight_lining_binary", side_effect=AssertionError("recomputed")):
         rows = selectors.dashboard_data(campaign=campaign)["workers"]
     assert sorted(row["worker"] for row in rows if row["straight_lining"]) == sorted(
         e["worker"] for e in stored["workers"]

@@ -1,51 +1,24 @@
-"""Every write of the live audit: statistics upkeep, scheduling, snapshots.
-
-The numbers themselves come from the audit engine, through the reads in ``audits.selectors``; this
-module only keeps their inputs and results in the database. Its settings are in ``audits.conf``.
-
-* ``label_stats_add`` folds one label into its campaign's sufficient statistics, inside
-  ``label_submit``'s transaction, and schedules a recomputation for after the commit.
-* ``audit_schedule_recompute`` debounces per campaign (style guide §4, "Debounce, Sentry style"):
-  ``cache.add("audit:pending:<id>")`` and enqueue with a short countdown only when the key is new.
-  It never raises: with the broker or the cache down, labels are still accepted.
-* ``audit_refresh`` (the quick run, Celery task ``audits.refresh``) computes the six numbers from
-  the running statistics and every worker's quality numbers (``audits.quality``), saves a snapshot
-  keyed by the watermark, then applies the campaign's quality rules; it holds the key until it
-  ends, then schedules the next run itself if labels arrived meanwhile.
-* ``audit_full`` (task ``audits.full``) runs the engine's whole report on the label matrix.
-* ``audit_sweep`` (Celery beat) schedules every campaign whose audit is behind: it heals lost
-  enqueues and catches up after a broker outage.
-"""
+"""The audit's running statistics, kept in SQL: ``label_stats_add`` folds each label in (the hook
+``label_submit`` calls), ``stats_rebuild`` recomputes them from the labels when
+``audit_stats_invalidate`` has marked them stale."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
-import time
-from datetime import datetime
 from functools import partial
 
-from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, DateTimeField, Q, Value, When
 from django.utils import timezone
 
 from annotation.models import Campaign, Label, Prompt
-from audits import quality, selectors
+from audits import selectors
 from audits.conf import audit_setting
 from audits.models import AuditSnapshot, AuditStats, AuditStatsShard, UnitAuditStats, UnitStateCount, WorkerAuditStats
-from audits.tasks import audit_full_task, audit_refresh_task
-
-logger = logging.getLogger(__name__)
+from audits.services.scheduling import audit_schedule_recompute
 
 
-def pending_key(campaign_id: int, kind: str = AuditSnapshot.Kind.QUICK) -> str:
-    return f"audit:pending:{campaign_id}" if kind == AuditSnapshot.Kind.QUICK else f"audit:pending-full:{campaign_id}"
-
-
-# ---------------------------------------------------------------------------------- statistics
 def scale_key(schema) -> dict:
     """The raw → scaled value map as stored in ``AuditStats.scale`` (JSON object keys are strings)."""
     return {str(raw): scaled for raw, scaled in sorted(schema.binarization.items())}
@@ -331,80 +304,6 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
     return stats
 
 
-# ---------------------------------------------------------------------------------- scheduling
-_breaker = {"until": 0.0}
-
-
-def audit_schedule_recompute(
-    *, campaign_id: int, kind: str = AuditSnapshot.Kind.QUICK, countdown: float | None = None
-) -> bool:
-    """Queue a recomputation of the campaign's audit unless one is already queued. Never raises.
-
-    Returns True when it enqueued. ``cache.add`` of the pending key (TTL ``PENDING_TTL``) decides:
-    only the first trigger enqueues; the run deletes the key as it ends and schedules the next run
-    itself when labels arrived meanwhile, so at most one run per campaign and kind is queued or
-    running. If the cache or the broker is down, the failure is logged and this
-    process stops trying for ``RETRY_AFTER`` seconds (so at most one label per process per window
-    pays a connection timeout); the TTL and the beat sweep bring the audit back up to date.
-    """
-    if time.monotonic() < _breaker["until"]:
-        return False
-    key = pending_key(campaign_id, kind)
-    ttl = audit_setting("PENDING_TTL" if kind == AuditSnapshot.Kind.QUICK else "FULL_TTL")
-    try:
-        if not cache.add(key, timezone.now().isoformat(), timeout=ttl):
-            return False
-    except Exception:
-        logger.warning("audit: cache unavailable, campaign %s not scheduled", campaign_id, exc_info=True)
-        _breaker["until"] = time.monotonic() + audit_setting("RETRY_AFTER")
-        return False
-    task = audit_refresh_task if kind == AuditSnapshot.Kind.QUICK else audit_full_task
-    if countdown is None:
-        countdown = audit_setting("COUNTDOWN")
-    try:
-        # Fail fast (no connection retries, no publish retries): a dead broker costs this label
-        # milliseconds, a hung one the socket timeout (settings), once per RETRY_AFTER per process.
-        with task.app.connection_for_write(transport_options={"max_retries": 0}) as broker:
-            task.apply_async((campaign_id,), countdown=countdown, retry=False, connection=broker)
-    except Exception:
-        logger.warning("audit: broker unavailable, campaign %s not scheduled", campaign_id, exc_info=True)
-        _breaker["until"] = time.monotonic() + audit_setting("RETRY_AFTER")
-        try:  # let a later trigger try again soon instead of after the full TTL
-            cache.set(key, "enqueue-failed", timeout=audit_setting("RETRY_AFTER"))
-        except Exception:
-            pass
-        return False
-    return True
-
-
-def _clear_pending(campaign_id: int, kind: str) -> None:
-    try:
-        cache.delete(pending_key(campaign_id, kind))
-    except Exception:
-        logger.warning("audit: cache unavailable, pending key of campaign %s not cleared", campaign_id, exc_info=True)
-
-
-def audit_sweep() -> dict:
-    """Schedule every campaign whose audit is behind its statistics (Celery beat, every few seconds).
-
-    Quick: the shards' label count exceeds the audited watermark, or the statistics need a rebuild
-    (one grouped query over a few rows per campaign). Full: by the cadence rules of
-    ``selectors.full_audit_due``. Returns what it scheduled (for logs and tests).
-    """
-    now = timezone.now()
-    quick, full = [], []
-    for campaign_id, n, audited, rebuild in selectors.audit_progress():
-        if (n > audited or rebuild) and audit_schedule_recompute(campaign_id=campaign_id):
-            quick.append(campaign_id)
-        if (
-            n
-            and selectors.full_audit_due(campaign_id, n, now)
-            and audit_schedule_recompute(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL, countdown=0)
-        ):
-            full.append(campaign_id)
-    return {"quick": sorted(quick), "full": sorted(full)}
-
-
 def audit_stats_invalidate(*, campaign_id: int) -> None:
     """The campaign's statistics no longer match its labels (its binarization map changed, a label
     became void, a worker was excluded from the audit or included again): mark them for a rebuild and
@@ -412,180 +311,3 @@ def audit_stats_invalidate(*, campaign_id: int) -> None:
     campaign). Called inside the transaction that made the change."""
     AuditStats.objects.filter(campaign_id=campaign_id).update(needs_rebuild=True)
     transaction.on_commit(partial(audit_schedule_recompute, campaign_id=campaign_id))
-
-
-def audit_request_full(*, campaign: Campaign) -> bool:
-    """The dashboard's "Recompute now" button: queue a full run (and a quick one)."""
-    audit_schedule_recompute(campaign_id=campaign.pk, countdown=0)
-    return audit_schedule_recompute(campaign_id=campaign.pk, kind=AuditSnapshot.Kind.FULL, countdown=0)
-
-
-# ---------------------------------------------------------------------------------- snapshots
-def _snapshot_save(
-    *,
-    campaign_id: int,
-    kind: str,
-    watermark: int,
-    data: dict,
-    started: float,
-    cpu: float,
-    read_at: datetime | None = None,
-) -> AuditSnapshot:
-    """Save idempotently keyed by (campaign, kind, watermark); thin the quick history."""
-    now = timezone.now()
-    snapshot, _ = AuditSnapshot.objects.update_or_create(
-        campaign_id=campaign_id,
-        kind=kind,
-        watermark=watermark,
-        defaults=dict(
-            data=data,
-            computed_at=now,
-            read_at=read_at,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            cpu_ms=(time.process_time() - cpu) * 1000,
-        ),
-    )
-    resolution = audit_setting("HISTORY_RESOLUTION")
-    if kind == AuditSnapshot.Kind.QUICK and resolution:
-        window = int(now.timestamp() // resolution) * resolution
-        start = datetime.fromtimestamp(window, tz=now.tzinfo)
-        AuditSnapshot.objects.filter(
-            campaign_id=campaign_id, kind=kind, computed_at__gte=start, watermark__lt=watermark
-        ).delete()
-    return snapshot
-
-
-def audit_refresh(*, campaign_id: int) -> AuditSnapshot | None:
-    """The quick run: the six numbers, progress, partitions and straight-lining flags from the
-    running statistics, each worker's quality numbers and flags (``audits.quality.worker_quality``),
-    and the campaign's quality rules applied to them (``audits.quality.rules_apply``).
-
-    Single flight per campaign, like :func:`audit_full`: the pending key stays set while the run is
-    queued and while it runs, so triggers meanwhile enqueue nothing. At the end it deletes the key
-    and then, if labels came in after its read (or the statistics need a rebuild), schedules the next
-    run itself. That order loses no label: a trigger that found the key set fired after its label
-    committed, so the check after the delete sees that label. A run that fails schedules nothing
-    (no hot loop on a persistent error); the beat sweep picks the campaign up again.
-
-    The run rebuilds the statistics if the map changed, reads them as of one instant without
-    blocking any label (``selectors.quick_audit_read``), computes, and saves the snapshot keyed by
-    the watermark (the labels that instant included). Idempotent: a rerun at the same watermark
-    rewrites the same row; a run killed midway leaves nothing behind, and the rules' actions are
-    idempotent too. The six numbers read a constant number of rows per campaign, plus one per
-    worker; the worker quality reads the campaign's counted labels once, after the consistent read
-    (so no label waits for it), about 0.4 s per 100,000 labels on SQLite.
-    """
-    started, cpu = time.perf_counter(), time.process_time()
-    try:
-        snapshot = _audit_refresh(campaign_id, started, cpu)
-    finally:
-        _clear_pending(campaign_id, AuditSnapshot.Kind.QUICK)
-    if selectors.audit_behind(campaign_id=campaign_id):
-        audit_schedule_recompute(campaign_id=campaign_id)
-    return snapshot
-
-
-def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapshot | None:
-    stats = AuditStats.objects.filter(campaign_id=campaign_id).values("needs_rebuild").first()
-    if stats is None:
-        return None
-    if stats["needs_rebuild"]:
-        stats_rebuild(campaign_id=campaign_id)
-    campaign = Campaign.objects.filter(pk=campaign_id).first()
-    if campaign is None:
-        return None
-    read_at = timezone.now()
-    try:
-        read = selectors.quick_audit_read(campaign=campaign)
-    except ValueError:  # SufficientStats found the statistics inconsistent (they never should be)
-        logger.error("audit: inconsistent statistics for campaign %s; they will be rebuilt", campaign_id)
-        AuditStats.objects.filter(campaign_id=campaign_id).update(needs_rebuild=True)
-        return None
-    if read is None:
-        return None  # the map changed again since the rebuild: the next run rebuilds
-    totals, shards, data = read
-    workers = quality.worker_quality(campaign=campaign)  # outside the read: it reads the labels, at length
-    data["worker_quality"] = workers.to_dict()
-    with transaction.atomic(durable=True):
-        snapshot = _snapshot_save(
-            campaign_id=campaign_id,
-            kind=AuditSnapshot.Kind.QUICK,
-            watermark=totals.n_labels,
-            data=data,
-            started=started,
-            cpu=cpu,
-            read_at=read_at,
-        )
-        AuditStats.objects.filter(campaign_id=campaign_id, audited_labels__lt=totals.n_labels).update(
-            audited_labels=totals.n_labels, audited_at=snapshot.computed_at
-        )
-        # Oldest unaudited label per shard: none where no label came since the read; else at most
-        # read_at old (a label committed after the read instant), which errs towards "stale".
-        AuditStatsShard.objects.filter(campaign_id=campaign_id).update(
-            first_unaudited_at=Case(
-                *(When(shard=shard, n_labels=n, then=Value(None)) for shard, n in shards),
-                default=Value(read_at),
-                output_field=DateTimeField(),
-            )
-        )
-    quality.rules_apply(campaign=campaign, quality=workers)
-    if selectors.full_audit_due(campaign_id, totals.n_labels, timezone.now()):
-        audit_schedule_recompute(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL, countdown=0)
-    return snapshot
-
-
-def audit_full(*, campaign_id: int) -> AuditSnapshot | None:
-    """The full run: the engine's report on the label matrix read from the database.
-
-    Single flight per campaign: its pending key stays set while it runs and is deleted at the end
-    (``FULL_TTL`` heals a run killed meanwhile), so a slow report never runs twice at once; labels
-    that arrive meanwhile are for the next run, which the cadence rules schedule. The matrix comes
-    from one query, so it is a consistent set of labels; its label count is the watermark. Skips the
-    work when a full snapshot at that watermark exists. Nothing is written before the end, so a run
-    killed midway leaves nothing behind.
-    """
-    started, cpu = time.perf_counter(), time.process_time()
-    try:
-        return _audit_full(campaign_id, started, cpu)
-    finally:
-        _clear_pending(campaign_id, AuditSnapshot.Kind.FULL)
-
-
-def _audit_full(campaign_id: int, started: float, cpu: float) -> AuditSnapshot | None:
-    campaign = Campaign.objects.filter(pk=campaign_id).first()
-    if campaign is None:
-        return None
-    stats = AuditStats.objects.filter(campaign_id=campaign_id)
-    rebuilds = stats.values_list("rebuilds", flat=True).first()  # read before the labels
-    matrix, watermark = selectors.campaign_label_matrix(campaign=campaign)
-    existing = AuditSnapshot.objects.filter(
-        campaign=campaign, kind=AuditSnapshot.Kind.FULL, watermark=watermark
-    ).first()
-    if existing is not None:
-        return existing
-    if watermark == 0:
-        return None
-    report = selectors.full_report_data(campaign=campaign, matrix=matrix, watermark=watermark)
-    with transaction.atomic(durable=True):
-        if stats.filter(Q(needs_rebuild=True) | ~Q(rebuilds=rebuilds)).exists():
-            return None  # labels changed under this run (a void label, a new map): the next run redoes it
-        return _snapshot_save(
-            campaign_id=campaign_id,
-            kind=AuditSnapshot.Kind.FULL,
-            watermark=watermark,
-            data=report,
-            started=started,
-            cpu=cpu,
-        )
-
-
-__all__ = [
-    "audit_full",
-    "audit_refresh",
-    "audit_request_full",
-    "audit_schedule_recompute",
-    "audit_stats_invalidate",
-    "audit_sweep",
-    "label_stats_add",
-    "stats_rebuild",
-]

@@ -1,0 +1,203 @@
+"""Reads on campaigns: progress against the labels wanted, adaptive k's planner, who may see or manage a
+campaign, and its invitations."""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
+from django.shortcuts import get_object_or_404
+
+from annotation.channels.pricing import CostPreview, mturk_cost_preview
+from annotation.models import Campaign, Invitation, Participation, Prompt, Slot, StopDecision
+
+if TYPE_CHECKING:  # annotation.services imports this module
+    from annotation.services.adaptive import StopPlan
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A campaign's labels against what it wants. With adaptive k, ``slots`` is the prompts' slots now
+    (each prompt's own number of labels as decided so far, which grows while prompts get one more label
+    up to ``k_max``); a fixed k wants ``n_prompts`` × k."""
+
+    n_prompts: int
+    k: int
+    labels: int
+    prompts_complete: int
+    k_max: int | None = None
+    slots: int | None = None
+
+    @property
+    def labels_wanted(self) -> int:
+        return self.n_prompts * self.k if self.slots is None else self.slots
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.labels / self.labels_wanted if self.labels_wanted else 0.0
+
+
+def campaign_progress(*, campaign: Campaign) -> Progress:
+    """The campaign's progress over its prompts that are not controls: a campaign is complete when each of
+    them has its labels. Controls (``services.controls``) take labels outside any k, so they are left out."""
+    totals = Prompt.objects.filter(campaign=campaign, is_control=False).aggregate(
+        n=Count("id"), labels=Sum("n_labels"), complete=Count("id", filter=Q(n_labels__gte=campaign.k))
+    )
+    if campaign.k_max is not None:
+        # Adaptive k: a prompt is complete once it has no open slot (the rule stopped it), and the labels
+        # wanted are the slots so far. Controls have no slots.
+        open_prompts = Slot.objects.filter(campaign=campaign, filled=False).values("prompt_id").distinct().count()
+        return Progress(
+            n_prompts=totals["n"],
+            k=campaign.k,
+            labels=totals["labels"] or 0,
+            prompts_complete=totals["n"] - open_prompts,
+            k_max=campaign.k_max,
+            slots=Slot.objects.filter(campaign=campaign).count(),
+        )
+    return Progress(
+        n_prompts=totals["n"], k=campaign.k, labels=totals["labels"] or 0, prompts_complete=totals["complete"]
+    )
+
+
+#: The planner reads the first-k labels of at most this many prompts (the latest): enough to know the
+#: crowd's spread of shares, and the same cost for 10k prompts as for 1M.
+PLAN_PROMPTS_READ = 20_000
+
+
+@dataclass(frozen=True)
+class CampaignStopPlan:
+    """Adaptive k's planner for one campaign (``campaign_stop_plan``): the rule's expected labels.
+
+    ``plan`` is the distribution of a prompt's final k (``annotation.services.adaptive.StopPlan``);
+    ``final_so_far`` counts the prompts the rule already stopped, by final k. The totals are for all
+    ``n_prompts`` prompts of the campaign: the stopped ones at their final k, each of the others as
+    ``plan`` expects a prompt. ``cost_expected`` and ``cost_most`` price them (rewards plus MTurk's
+    commission) when a reward per label is given.
+    """
+
+    plan: "StopPlan"
+    n_prompts: int
+    labels: int
+    final_so_far: dict[int, int]
+    cost_expected: CostPreview | None = None
+    cost_most: CostPreview | None = None
+
+    @property
+    def rows(self) -> list[tuple[int, float, int]]:
+        """Per final k: its expected share of prompts and how many prompts the rule stopped there so far."""
+        return [(n, p, self.final_so_far.get(n, 0)) for n, p in self.plan.final_k.items()]
+
+    @property
+    def n_stopped(self) -> int:
+        return sum(self.final_so_far.values())
+
+    @property
+    def _stopped_labels(self) -> int:
+        return sum(n * count for n, count in self.final_so_far.items())
+
+    @property
+    def expected_total(self) -> int:
+        return math.ceil(self._stopped_labels + self.plan.expected_total(self.n_prompts - self.n_stopped))
+
+    @property
+    def fewest_total(self) -> int:
+        return self._stopped_labels + (self.n_prompts - self.n_stopped) * self.plan.k
+
+    @property
+    def most_total(self) -> int:
+        return self._stopped_labels + (self.n_prompts - self.n_stopped) * self.plan.k_max
+
+
+def campaign_stop_plan(*, campaign: Campaign, reward: Decimal | None = None) -> CampaignStopPlan:
+    """Adaptive k's planner (``stop_plan``) on the campaign's labels so far, priced when ``reward`` (US$
+    per label) is given. Three aggregate queries over the logged decisions and the prompts.
+
+    The crowd's spread is read from the decisions at k (every prompt's first k labels: ``n_positive`` of
+    k), of the latest ``PLAN_PROMPTS_READ`` prompts. The price is MTurk's (rewards plus 20 % commission,
+    at least $0.01 a label), as for the HITs of fewer than 10 assignments that Chorus publishes by default.
+    """
+    from annotation.services.adaptive import stop_plan  # noqa: PLC0415 (annotation.services imports this module)
+
+    at_k = StopDecision.objects.filter(campaign=campaign, n_labels=campaign.k)
+    latest = at_k.order_by("-pk").values("pk")[:PLAN_PROMPTS_READ]
+    first_labels = dict(
+        at_k.filter(pk__in=Subquery(latest)).order_by().values_list("n_positive").annotate(n=Count("pk"))
+    )
+    plan = stop_plan(
+        k=campaign.k, k_max=campaign.k_max, stop_confidence=campaign.stop_confidence, first_labels=first_labels
+    )
+    final_so_far = dict(
+        StopDecision.objects.filter(campaign=campaign)
+        .exclude(outcome=StopDecision.Outcome.EXTEND)
+        .order_by()
+        .values_list("n_labels")
+        .annotate(n=Count("pk"))
+        .order_by("n_labels")
+    )
+    totals = Prompt.objects.filter(campaign=campaign, is_control=False).aggregate(n=Count("id"), labels=Sum("n_labels"))
+    result = CampaignStopPlan(plan=plan, n_prompts=totals["n"], labels=totals["labels"] or 0, final_so_far=final_so_far)
+    if reward is None or not result.n_prompts:
+        return result
+    return dataclasses.replace(
+        result,
+        cost_expected=mturk_cost_preview(reward=reward, n_assignments=result.expected_total, assignments_per_hit=1),
+        cost_most=mturk_cost_preview(reward=reward, n_assignments=result.most_total, assignments_per_hit=1),
+    )
+
+
+def campaigns_visible_to(*, user) -> QuerySet[Campaign]:
+    if user.is_staff:
+        return Campaign.objects.all()
+    return Campaign.objects.filter(Q(owner=user) | Q(collaborators=user)).distinct()
+
+
+def campaign_for_user(*, user, slug: str) -> Campaign:
+    """The campaign a researcher may manage (owner, collaborator or staff); 404 for anyone else, so a
+    stranger cannot even learn that the slug exists."""
+    return get_object_or_404(campaigns_visible_to(user=user), slug=slug)
+
+
+def campaigns_for_workers(*, user) -> QuerySet[Campaign]:
+    """The campaigns whose worker-facing pages (``/w/<slug>/…``, invitation links, panel links, the
+    worker API) answer ``user``: every campaign once launched; one never launched (a draft, or one
+    closed before launch) only to those who manage it, so that its title and instructions stay
+    private until launch. Slugs come from titles and are easy to guess."""
+    launched = Q(launched_at__isnull=False)
+    if not user.is_authenticated:
+        return Campaign.objects.filter(launched)
+    # A subquery, not a join: a join on the collaborators would repeat a launched campaign per collaborator.
+    return Campaign.objects.filter(launched | Q(pk__in=campaigns_visible_to(user=user).values("pk")))
+
+
+def campaign_for_workers(*, slug: str, user) -> Campaign:
+    """The campaign of a worker-facing URL (``campaigns_for_workers``); 404 for one ``user`` may not see,
+    exactly as for a slug that does not exist. Whether it hands out work is lease_acquire's call."""
+    campaign = get_object_or_404(Campaign, slug=slug)
+    if campaign.launched_at is None:
+        # Only a campaign never launched asks who manages it: every worker request after launch is one query.
+        get_object_or_404(campaigns_for_workers(user=user), pk=campaign.pk)
+    return campaign
+
+
+def invitation_for_join(*, campaign: Campaign, token: str) -> Invitation | None:
+    """The campaign's invitation with this token, with its guest account; None when there is none or
+    it expired unused."""
+    invitation = Invitation.objects.select_related("user").filter(campaign=campaign, token=token).first()
+    if invitation is None or invitation.is_expired:
+        return None
+    return invitation
+
+
+def invitations_of(*, campaign: Campaign) -> QuerySet[Invitation]:
+    """The campaign's invitations, newest first, each with its guest account and ``worker_labels``, the
+    labels that account gave in this campaign."""
+    labels = Participation.objects.filter(campaign=campaign, worker__user=OuterRef("user")).values("n_labels")[:1]
+    return (
+        Invitation.objects.filter(campaign=campaign)
+        .select_related("user")
+        .annotate(worker_labels=Coalesce(Subquery(labels), 0))
+    )

@@ -1,0 +1,156 @@
+"""Reads on a campaign's workers: their labels, the actions taken on them, the leases running now, a
+worker's progress on the task page and their answers to control prompts."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, Exists, Max, OuterRef, QuerySet
+from django.utils import timezone
+
+from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker, WorkerAction
+from annotation.selectors.assignment import _unfilled_slots, labels_left_under_cap
+
+
+def worker_label_count(*, campaign: Campaign, worker: Worker) -> int:
+    return (
+        Participation.objects.filter(campaign=campaign, worker=worker).values_list("n_labels", flat=True).first() or 0
+    )
+
+
+def campaign_workers(*, campaign: Campaign) -> QuerySet[Participation]:
+    """The campaign's workers as their Participation rows (with the worker), most labels first: each with
+    its labels, ``excluded_at`` and ``blocked_at``, and ``flagged``: a flag on them that is not undone."""
+    flags = WorkerAction.objects.filter(
+        campaign=campaign, worker=OuterRef("worker"), kind=WorkerAction.Kind.FLAG, undone_at__isnull=True
+    )
+    return (
+        Participation.objects.filter(campaign=campaign)
+        .select_related("worker__user")
+        .annotate(flagged=Exists(flags))
+        .order_by("-n_labels", "worker_id")
+    )
+
+
+def campaign_worker(*, campaign: Campaign, public_id: str) -> Worker | None:
+    """The worker with this public id (``channel:external id``) if they take part in the campaign; None
+    otherwise, whether or not a worker with that id exists elsewhere (so the answer leaks nothing)."""
+    channel, _, external_id = public_id.partition(":")
+    return Worker.objects.filter(channel=channel, external_id=external_id, participations__campaign=campaign).first()
+
+
+def worker_actions_of(*, campaign: Campaign) -> QuerySet[WorkerAction]:
+    """The campaign's log of actions on workers, newest first, each with its worker, rule and people."""
+    return (
+        WorkerAction.objects.filter(campaign=campaign)
+        .select_related("worker__user", "by", "undone_by", "rule")
+        .order_by("-created_at", "-id")
+    )
+
+
+@dataclass(frozen=True)
+class LiveLeases:
+    count: int  # prompts on workers' screens now, whose labels would still be accepted
+    until: datetime | None  # when the last of these leases runs out, if none is extended
+
+
+def campaign_live_leases(*, campaign: Campaign) -> LiveLeases:
+    """The leases running now, from the slots they hold (the partial index over unfilled slots). A control
+    prompt's lease holds no slot and is left out: its label measures a worker, not the benchmark."""
+    held = Slot.objects.filter(campaign=campaign, filled=False, lease_expires_at__gt=timezone.now())
+    totals = held.aggregate(count=Count("id"), until=Max("lease_expires_at"))
+    return LiveLeases(count=totals["count"], until=totals["until"])
+
+
+# The task page's "about N left for you" stops counting at this many prompts, so it reads at most k (or
+# k_max) times as many slots: it costs the same for 10k prompts as for 1M.
+PROMPTS_LEFT_COUNTED = 500
+
+
+@dataclass(frozen=True)
+class WorkerProgress:
+    """A worker's progress in a campaign, as the task page shows it."""
+
+    labeled: int
+    left: int  # prompts still open to them, the one on their screen included
+    more: bool  # the count stopped at PROMPTS_LEFT_COUNTED: there may be more
+
+
+def worker_progress(
+    *, campaign: Campaign, worker: Worker, quota_left: int | None = None, labeled: int | None = None
+) -> WorkerProgress:
+    """For a worker on a task page: the labels they gave in this campaign, and about how many prompts are
+    left for them: the one on their screen, and those with an unfilled slot that they were never leased
+    (and, while there are such, the control prompts they were never leased, in a campaign that serves
+    controls); at most what the campaign's cap per worker and ``quota_left`` (a channel's own quota)
+    still allow.
+
+    "About": a prompt counts while other workers hold its open slots, and they take and give back
+    slots at any moment. Two queries: the worker's label count, and a count over at most
+    ``PROMPTS_LEFT_COUNTED`` × k (or k_max) unfilled slots (their partial index); one, when the caller passes
+    ``labeled`` (lease_acquire's ``worker_labels``, read under its lock); one more, a bounded count of
+    the unseen controls, in a campaign that serves them.
+    """
+    if labeled is None:
+        labeled = worker_label_count(campaign=campaign, worker=worker)
+    limits = [] if quota_left is None else [quota_left]
+    cap_left = labels_left_under_cap(campaign=campaign, done=labeled)
+    if cap_left is not None:
+        limits.append(cap_left)
+    limit = max(min(limits), 0) if limits else None
+    bound = PROMPTS_LEFT_COUNTED if limit is None else min(limit, PROMPTS_LEFT_COUNTED)
+    # A prompt has at most k unfilled slots (adaptive k: k_max), so the first n × k of them hold at least
+    # n prompts, or they are all there are.
+    most = campaign.k if campaign.k_max is None else campaign.k_max
+    sample = _unfilled_slots(campaign, worker).values("prompt_id")[: max(bound - 1, 0) * most]
+    others = sample.aggregate(n=Count("prompt_id", distinct=True))["n"]
+    if others and (campaign.control_rate is not None or campaign.control_first):
+        # A control is a prompt like any other to the worker (services.controls), served while other work
+        # is left: counting the controls still unseen keeps "left" going down by one on every page.
+        unseen = Prompt.objects.filter(campaign=campaign, is_control=True).exclude(
+            pk__in=Lease.objects.filter(campaign=campaign, worker=worker).values("prompt_id")
+        )
+        others += unseen[: max(bound - 1 - others, 0)].count()
+    left = min(1 + others, bound)
+    more = left == PROMPTS_LEFT_COUNTED and (limit is None or limit > PROMPTS_LEFT_COUNTED)
+    return WorkerProgress(labeled=labeled, left=left, more=more)
+
+
+# --- control prompts ----------------------------------------------------------------------------------
+
+
+def worker_control_results(*, campaign: Campaign) -> dict[int, tuple[int, int]]:
+    """Each worker's answers to the campaign's control prompts: ``{worker id: (n_controls, n_correct)}``.
+
+    Over counted control labels (a void one is left out, as everywhere), excluded workers' included:
+    exclusion leaves a worker out of the benchmark's audit, not out of being measured. A worker with
+    no counted control label is absent.
+
+    An answer is correct when its **scaled value** equals the gold's, through the campaign's
+    binarization map (the scale the audit itself compares on): for a binary schema that is the raw
+    value itself; on a 1–4 scale mapped 1, 2 → 0 and 3, 4 → 1, a 3 is right where the gold is 4.
+    Where the map leaves the gold's raw value out (a middle point), only that raw value is right.
+    A per-option prompt is one control, correct when every option is. One query over the campaign's
+    control labels.
+    """
+    schema = campaign.label_schema
+    results: dict[int, tuple[int, int]] = {}
+    rows = (
+        Label.objects.counted()
+        .filter(campaign=campaign, is_control=True)
+        .values_list("worker_id", "value", "prompt__gold")
+    )
+    for worker_id, value, gold in rows.iterator(chunk_size=2000):
+        n, correct = results.get(worker_id, (0, 0))
+        results[worker_id] = (n + 1, correct + _control_answer_correct(schema, value, gold))
+    return results
+
+
+def _control_answer_correct(schema, value, gold) -> bool:
+    if isinstance(value, list):
+        return (
+            isinstance(gold, list)
+            and len(gold) == len(value)
+            and all(_control_answer_correct(schema, one, gold_one) for one, gold_one in zip(value, gold))
+        )
+    expected = None if gold is None or isinstance(gold, list) else schema.binarize(gold)
+    return value == gold if expected is None else schema.binarize(value) == expected

@@ -1,0 +1,59 @@
+"""Reads of the live audit: the running statistics and their totals, the label matrix, the quick
+audit, the full audit's cadence, snapshots and their history, the dashboard's feed.
+
+Every number comes from the audit engine (``audits.engine``); these functions only gather its
+inputs from the database and shape its outputs for the dashboard. They write nothing (writes are in
+``audits.services``, which calls them) and read the settings from ``audits.conf``.
+
+By job: ``stats`` (the running statistics and the quick audit), ``full`` (the label matrix and the
+full audit), ``tables`` (the dashboard's tables), ``truths`` (the alternative ground truths) and
+``feed`` (snapshots, status, the feed). The functions are re-exported here, so
+``audits.selectors.<function>`` names each of them.
+"""
+
+from .feed import audit_status, dashboard_data, dashboard_version, latest_snapshot, snapshot_history
+from .full import campaign_label_matrix, full_audit_due, full_report_data, unit_name
+from .stats import (
+    LabelStats,
+    Totals,
+    audit_behind,
+    audit_progress,
+    campaign_prompt_count,
+    campaign_totals,
+    label_units,
+    quick_audit_data,
+    quick_audit_read,
+    scaled_value_names,
+    stats_from_labels,
+)
+from .tables import agreement_rows, ambiguous_units, worker_table
+from .truths import ground_truths_for_report, ground_truths_summary, ground_truths_version
+
+__all__ = [
+    "LabelStats",
+    "Totals",
+    "agreement_rows",
+    "ambiguous_units",
+    "audit_behind",
+    "audit_progress",
+    "audit_status",
+    "campaign_label_matrix",
+    "campaign_prompt_count",
+    "campaign_totals",
+    "dashboard_data",
+    "dashboard_version",
+    "full_audit_due",
+    "full_report_data",
+    "ground_truths_for_report",
+    "ground_truths_summary",
+    "ground_truths_version",
+    "label_units",
+    "latest_snapshot",
+    "quick_audit_data",
+    "quick_audit_read",
+    "scaled_value_names",
+    "snapshot_history",
+    "stats_from_labels",
+    "unit_name",
+    "worker_table",
+]

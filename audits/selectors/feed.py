@@ -1,0 +1,224 @@
+"""What the dashboard polls: the latest snapshots and their history, how current the audit is, and
+the JSON feed itself with its ETag (``dashboard_data``, ``dashboard_version``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+
+from django.utils import timezone
+
+from annotation.models import Campaign
+from audits.conf import audit_setting
+from audits.engine.glossary import NUMBERS
+from audits.engine.noise import NOISE_KEYS
+from audits.models import AuditSnapshot, AuditStats
+from audits.selectors.stats import campaign_totals
+from audits.selectors.tables import agreement_rows, ambiguous_units, worker_table
+from audits.selectors.truths import ground_truths_summary, ground_truths_version
+
+
+# ---------------------------------------------------------------------------------- snapshots
+def latest_snapshot(*, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK) -> AuditSnapshot | None:
+    return AuditSnapshot.objects.filter(campaign=campaign, kind=kind).order_by("-watermark").first()
+
+
+def snapshot_history(*, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK, max_points: int = 300) -> list[dict]:
+    """The time series of the six numbers: at most ``max_points`` snapshots, evenly thinned, oldest first."""
+    rows = list(
+        AuditSnapshot.objects.filter(campaign=campaign, kind=kind).order_by("watermark").values_list("pk", flat=True)
+    )
+    if len(rows) > max_points:
+        step = (len(rows) - 1) / (max_points - 1)
+        rows = sorted({rows[round(i * step)] for i in range(max_points)})
+    out = []
+    for row in (
+        AuditSnapshot.objects.filter(pk__in=rows)
+        .order_by("watermark")
+        .values("watermark", "computed_at", *(f"data__{k}" for k in NOISE_KEYS))
+    ):
+        point = {"watermark": row["watermark"], "computed_at": row["computed_at"].isoformat()}
+        point.update({k: row[f"data__{k}"] for k in NOISE_KEYS})
+        out.append(point)
+    return out
+
+
+def audit_status(*, campaign: Campaign, now=None) -> dict:
+    """How current the audit is: labels, labels audited, and whether (and since when) it is stale.
+
+    Stale = some label is not in the latest snapshot and the oldest such label is older than
+    ``STALE_AFTER`` seconds (a running recomputation normally catches up well within that).
+    """
+    now = now or timezone.now()
+    stats = AuditStats.objects.filter(campaign=campaign).first()
+    totals = campaign_totals(campaign_id=campaign.pk)
+    if stats is None:
+        return {
+            "labels": 0,
+            "audited_labels": 0,
+            "behind": 0,
+            "rebuilding": False,
+            "rebuilds": 0,
+            "stale": False,
+            "stale_since": None,
+            "audited_at": None,
+            "age_seconds": None,
+            "first_unaudited_at": None,
+        }
+    behind = max(0, totals.n_labels - stats.audited_labels)
+    since = (totals.first_unaudited_at or stats.audited_at) if behind else None
+    stale = bool(behind and since is not None and (now - since) > timedelta(seconds=audit_setting("STALE_AFTER")))
+    return {
+        "labels": totals.n_labels,
+        "audited_labels": stats.audited_labels,
+        "behind": behind,
+        "rebuilding": stats.needs_rebuild,
+        "rebuilds": stats.rebuilds,
+        "first_unaudited_at": since.isoformat() if since else None,
+        "stale": stale,
+        "stale_since": since.isoformat() if stale else None,
+        "audited_at": stats.audited_at.isoformat() if stats.audited_at else None,
+        "age_seconds": (now - stats.audited_at).total_seconds() if stats.audited_at else None,
+    }
+
+
+# ---------------------------------------------------------------------------------- the dashboard feed
+FULL_SECTIONS = (
+    "filters",
+    "accuracy",
+    "accuracy_summary",
+    "noise_vs_accuracy",
+    "worker_noise",
+    "agreement",
+    "partitions",
+    "partitions_meta",
+    "counts",
+    "reasons",
+    "computed_on",
+    "notes",
+)
+# The six numbers as the dashboard's charts name them (its cards take the rest from the glossary):
+# the symbol with its subscript ("PN orig"), or the name where there is no symbol ("residual").
+FEED_NUMBERS = tuple(
+    {"key": m.key, "name": m.name, "short": f"{m.symbol} {m.sub}".strip() or m.name.lower()} for m in NUMBERS
+)
+
+
+def _summary_head(summary: dict | None) -> dict | None:
+    """An accuracy summary without its list of underpowered workers (one entry per worker)."""
+    return None if summary is None else {k: v for k, v in summary.items() if k != "underpowered"}
+
+
+def _quality_head(quality: dict | None) -> dict | None:
+    """A quick snapshot's worker quality without its rows (the workers table carries them)."""
+    return None if quality is None else {k: v for k, v in quality.items() if k != "workers"}
+
+
+def _snapshot_meta(snapshot: AuditSnapshot) -> dict:
+    return {
+        "watermark": snapshot.watermark,
+        "computed_at": snapshot.computed_at.isoformat(),
+        "duration_ms": round(snapshot.duration_ms, 1),
+        "cpu_ms": round(snapshot.cpu_ms, 1),
+    }
+
+
+def dashboard_version(*, campaign: Campaign, status: dict, have_full: int = -1) -> str:
+    """A tag that changes whenever :func:`dashboard_data` would say something new (the feed's ETag).
+
+    Built from what the feed is computed from: the latest quick and full snapshots (and when each
+    was computed: a rerun at the same watermark, after a control label, brings new worker quality),
+    the label and audit counters of ``status`` (:func:`audit_status`: labels, audited labels, a
+    rebuild, staleness — which turns on by the clock alone), the campaign's own fields, and the
+    client's ``have_full``. It costs a few indexed reads besides the status, so an unchanged dashboard is
+    answered without building the feed.
+    """
+    latest = {
+        kind: AuditSnapshot.objects.filter(campaign=campaign, kind=kind)
+        .order_by("-watermark")
+        .values_list("pk", "watermark", "computed_at")
+        .first()
+        for kind in (AuditSnapshot.Kind.QUICK, AuditSnapshot.Kind.FULL)
+    }
+    parts = [
+        campaign.title,
+        campaign.k,
+        campaign.schema,
+        campaign.positive_text,
+        campaign.negative_text,
+        campaign.binarization,
+        latest,
+        ground_truths_version(campaign=campaign),
+        have_full,
+        [
+            status[k]
+            for k in ("labels", "audited_labels", "behind", "rebuilding", "rebuilds", "stale", "first_unaudited_at")
+        ],
+    ]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def dashboard_data(*, campaign: Campaign, have_full: int = -1, status: dict | None = None) -> dict:
+    """Everything the dashboard shows, as JSON. The full report's sections are read and sent only
+    when the client does not have that watermark yet (``have_full``), so polling stays light.
+    ``status`` is :func:`audit_status`, when the caller has read it already (for the ETag)."""
+    now = timezone.now()
+    quick = latest_snapshot(campaign=campaign)
+    numbers = (*NOISE_KEYS, "n_workers", "n_prompts", "n_labels")
+    full = (
+        AuditSnapshot.objects.filter(campaign=campaign, kind=AuditSnapshot.Kind.FULL)
+        .order_by("-watermark")
+        .values(
+            "pk",
+            "watermark",
+            "computed_at",
+            "duration_ms",
+            "cpu_ms",
+            "data__accuracy",
+            "data__accuracy_summary",
+            "data__accuracy_gold",
+            "data__accuracy_gold_summary",
+            *(f"data__{k}" for k in numbers),
+        )
+        .first()
+    )
+    truths = ground_truths_summary(campaign=campaign)
+    full_out = None
+    if full is not None:
+        full_out = {
+            "watermark": full["watermark"],
+            "computed_at": full["computed_at"].isoformat(),
+            "duration_ms": round(full["duration_ms"], 1),
+            "cpu_ms": round(full["cpu_ms"], 1),
+            "numbers": {k: full[f"data__{k}"] for k in numbers},
+            "accuracy_summary": _summary_head(full["data__accuracy_summary"]),
+            "accuracy_gold_summary": _summary_head(full["data__accuracy_gold_summary"]),
+        }
+        if full["watermark"] != have_full:
+            data = AuditSnapshot.objects.values_list("data", flat=True).get(pk=full["pk"])
+            full_out["report"] = {k: data.get(k) for k in FULL_SECTIONS}
+            full_out["agreement"], full_out["agreement_note"] = agreement_rows(data.get("agreement"))
+        accuracy = {k: full[f"data__{k}"] for k in ("accuracy", "accuracy_summary", "accuracy_gold")}
+    return {
+        "campaign": {"slug": campaign.slug, "title": campaign.title, "k": campaign.k, "schema": campaign.schema},
+        "now": now.isoformat(),
+        "numbers": FEED_NUMBERS,
+        "status": status if status is not None else audit_status(campaign=campaign, now=now),
+        "quick": (
+            {**quick.data, "worker_quality": _quality_head(quick.data.get("worker_quality")), **_snapshot_meta(quick)}
+            if quick
+            else None
+        ),
+        "history": snapshot_history(campaign=campaign),
+        "workers": worker_table(
+            campaign=campaign,
+            full=accuracy if full else None,
+            straight_lining=quick.data.get("straight_lining") if quick else None,
+            quality=quick.data.get("worker_quality") if quick else None,
+            skill=truths["shown"]["skill"] if truths and truths["shown"] else None,
+        ),
+        "ambiguous": ambiguous_units(campaign=campaign),
+        "full": full_out,
+        "ground_truths": truths,
+    }

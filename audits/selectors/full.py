@@ -1,0 +1,128 @@
+"""The full audit's reads: the campaign's label matrix, whether the full audit is due again, and the
+engine's report on the matrix."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+import numpy as np
+from django.utils import timezone
+
+from annotation.models import Campaign, Label, Prompt, Worker
+from annotation.models.prompts import OPTION_BASE
+from audits.conf import audit_setting
+from audits.engine.matrix import LabelMatrix
+from audits.engine.report import full_report
+from audits.models import AuditSnapshot
+
+
+def unit_name(external_id: str, option: int) -> str:
+    """The unit's name in exports and reports: the prompt's id, or ``<id>#<option>``."""
+    return external_id if option == 0 else f"{external_id}#{option}"
+
+
+# ---------------------------------------------------------------------------------- the matrix
+def campaign_label_matrix(*, campaign: Campaign) -> tuple[LabelMatrix, int]:
+    """The campaign's label matrix (through the engine's ``LabelMatrix.from_triples``) and its
+    watermark (the number of label rows it was built from): its audited labels
+    (``Label.objects.audited()``: counted, not controls, no worker excluded from the audit).
+
+    The labels come from one query, so they are a consistent set whatever is being submitted
+    meanwhile. Units are named as in the label export (``<external id>`` or ``<external id>#<n>``);
+    workers by their public id (``<channel>:<id>``); gold comes from the prompts; raw values go
+    through the campaign's binarization map (values it leaves out are counted invalid).
+    """
+    rows = list(Label.objects.audited().filter(campaign=campaign).values_list("worker_id", "prompt_id", "value"))
+    watermark = len(rows)
+    per_option = campaign.schema == Campaign.Schema.OPTION_RATING
+    prompts = Prompt.objects.filter(campaign=campaign, is_control=False)
+    prompts = {pk: (ext, gold) for pk, ext, gold in prompts.values_list("pk", "external_id", "gold")}
+    if per_option:
+        workers, units, values = [], [], []
+        for worker_id, prompt_id, value in rows:
+            for number, raw in enumerate(value, start=1):
+                workers.append(worker_id)
+                units.append(prompt_id * OPTION_BASE + number)
+                values.append(raw)
+        gold = {}
+        for pk, (_, g) in prompts.items():
+            if isinstance(g, list):
+                for number, raw in enumerate(g, start=1):
+                    if raw is not None:
+                        gold[pk * OPTION_BASE + number] = raw
+    else:
+        workers = np.fromiter((r[0] for r in rows), dtype=np.int64, count=watermark)
+        units = np.fromiter((r[1] * OPTION_BASE for r in rows), dtype=np.int64, count=watermark)
+        values = np.array([r[2] for r in rows]) if rows else np.zeros(0)
+        gold = {pk * OPTION_BASE: g for pk, (_, g) in prompts.items() if g is not None and not isinstance(g, list)}
+    matrix = LabelMatrix.from_triples(
+        np.asarray(workers, dtype=np.int64),
+        np.asarray(units, dtype=np.int64),
+        values,
+        gold=gold or None,
+        binarize=dict(campaign.label_schema.binarization),
+        source=f"campaign {campaign.slug}",
+    )
+    names = dict(
+        (pk, f"{channel}:{ext}")
+        for pk, channel, ext in Worker.objects.filter(participations__campaign=campaign).values_list(
+            "pk", "channel", "external_id"
+        )
+    )
+    missing = [int(w) for w in matrix.worker_ids if int(w) not in names]
+    if missing:
+        names.update(
+            (pk, f"{c}:{e}")
+            for pk, c, e in Worker.objects.filter(pk__in=missing).values_list("pk", "channel", "external_id")
+        )
+    worker_ids = np.array([names[int(w)] for w in matrix.worker_ids], dtype=object)
+    prompt_ids = np.array(
+        [unit_name(prompts[int(u) // OPTION_BASE][0], int(u) % OPTION_BASE) for u in matrix.prompt_ids], dtype=object
+    )
+    return dataclasses.replace(matrix, worker_ids=worker_ids, prompt_ids=prompt_ids), watermark
+
+
+# ---------------------------------------------------------------------------------- the full audit
+def full_audit_due(campaign_id: int, n_labels: int, now: datetime) -> bool:
+    """Whether the campaign's full audit should run again (the slow cadence).
+
+    Due when labels arrived since the last full run and either enough of them arrived
+    (``FULL_EVERY_LABELS``, or ``FULL_GROWTH`` times the labels that run saw) or that run is older
+    than ``FULL_MAX_AGE`` seconds; never sooner than ``FULL_MIN_INTERVAL`` seconds, nor than
+    ``FULL_DUTY`` times the last run's duration after it (so full runs take at most 1/FULL_DUTY of
+    a worker's time however big the campaign grows).
+    """
+    last = (
+        AuditSnapshot.objects.filter(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL)
+        .order_by("-watermark")
+        .values("watermark", "computed_at", "duration_ms")
+        .first()
+    )
+    if last is None:
+        return n_labels > 0
+    new = n_labels - last["watermark"]
+    if new <= 0:
+        return False
+    age = (now - last["computed_at"]).total_seconds()
+    if age < max(audit_setting("FULL_MIN_INTERVAL"), audit_setting("FULL_DUTY") * last["duration_ms"] / 1000):
+        return False
+    enough = new >= min(audit_setting("FULL_EVERY_LABELS"), max(1.0, audit_setting("FULL_GROWTH") * last["watermark"]))
+    return enough or age >= audit_setting("FULL_MAX_AGE")
+
+
+def full_report_data(*, campaign: Campaign, matrix: LabelMatrix, watermark: int) -> dict:
+    """The engine's full report (``audits.engine.report.full_report``) as a JSON-serialisable dict, with
+    both volume-filter sweeps, and the watermark under ``computed_on``."""
+    report = full_report(
+        matrix,
+        ddof=audit_setting("DDOF"),
+        sweeps=("min", "max"),
+        k=campaign.k,
+        campaign=campaign.slug,
+        computed_at=timezone.now(),
+        # Adaptive k: the partitions per final k as well (``partitions`` stays at the least k).
+        k_range=(campaign.k, campaign.k_max) if campaign.k_max else None,
+    ).to_dict()
+    report["computed_on"]["watermark"] = watermark
+    return report

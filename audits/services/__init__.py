@@ -1,0 +1,41 @@
+"""Every write of the live audit: statistics upkeep, scheduling, snapshots.
+
+The numbers themselves come from the audit engine, through the reads in ``audits.selectors``; this
+package only keeps their inputs and results in the database. Its settings are in ``audits.conf``.
+
+* ``label_stats_add`` folds one label into its campaign's sufficient statistics, inside
+  ``label_submit``'s transaction, and schedules a recomputation for after the commit.
+* ``audit_schedule_recompute`` debounces per campaign (style guide §4, "Debounce, Sentry style"):
+  ``cache.add("audit:pending:<id>")`` and enqueue with a short countdown only when the key is new.
+  It never raises: with the broker or the cache down, labels are still accepted.
+* ``audit_refresh`` (the quick run, Celery task ``audits.refresh``) computes the six numbers from
+  the running statistics and every worker's quality numbers (``audits.quality``), saves a snapshot
+  keyed by the watermark, then applies the campaign's quality rules; it holds the key until it
+  ends, then schedules the next run itself if labels arrived meanwhile.
+* ``audit_full`` (task ``audits.full``) runs the engine's whole report on the label matrix.
+* ``ground_truths_request`` and ``ground_truths_compute`` (task ``audits.ground_truths``): the
+  alternative ground truths, inferred when a researcher asks (``truths``).
+* ``audit_sweep`` (Celery beat) schedules every campaign whose audit is behind: it heals lost
+  enqueues and catches up after a broker outage.
+
+By job: ``stats`` (the statistics and their rebuild), ``scheduling`` (debounce, sweep, "Recompute
+now") and ``runs`` (the quick and full runs); what the rest of Chorus calls is re-exported here.
+"""
+
+from .runs import audit_full, audit_refresh
+from .scheduling import audit_request_full, audit_schedule_recompute, audit_sweep
+from .stats import audit_stats_invalidate, label_stats_add, stats_rebuild
+from .truths import ground_truths_compute, ground_truths_request
+
+__all__ = [
+    "audit_full",
+    "audit_refresh",
+    "audit_request_full",
+    "audit_schedule_recompute",
+    "audit_stats_invalidate",
+    "audit_sweep",
+    "ground_truths_compute",
+    "ground_truths_request",
+    "label_stats_add",
+    "stats_rebuild",
+]
