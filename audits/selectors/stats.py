@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.models import Campaign, ImportBatch, Label, Prompt
-from annotation.selectors import Progress
+from annotation.selectors import Progress, campaign_progress
 from audits.conf import audit_setting
 from audits.engine.flags import straight_lining_binary
 from audits.engine.noise import noise_from_stats
@@ -223,12 +223,17 @@ def quick_audit_data(*, campaign: Campaign, totals: Totals) -> dict:
     states = _unit_states(campaign)
     audit = noise_from_stats(ddof=audit_setting("DDOF"), **_sufficient_stats(workers, states, totals))
     straight = straight_lining_binary([w[0] for w in workers], [w[1] for w in workers], [w[2] for w in workers])
-    progress = Progress(
-        n_prompts=campaign_prompt_count(campaign=campaign),
-        k=campaign.k,
-        labels=totals.n_labels,
-        prompts_complete=totals.prompts_complete,
-    )
+    if campaign.k_max is None:
+        progress = Progress(
+            n_prompts=campaign_prompt_count(campaign=campaign),
+            k=campaign.k,
+            labels=totals.n_labels,
+            prompts_complete=totals.prompts_complete,
+        )
+    else:
+        # Adaptive k: a prompt is complete when its rule stopped it (no open slot), not at its k-th label,
+        # and the labels wanted are the slots so far: read from the slots, as the campaign page does.
+        progress = dataclasses.replace(campaign_progress(campaign=campaign), labels=totals.n_labels)
     data = audit.to_dict()
     data.update(
         kind=AuditSnapshot.Kind.QUICK,

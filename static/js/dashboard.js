@@ -250,7 +250,8 @@
     $("progress").max = p.labels_wanted || 1;
     $("progress").value = p.labels;
     text($("progress-text"), p.labels + " of " + p.labels_wanted + " labels (" + fmt(p.percent, 0) + " %) · " +
-      p.prompts_complete + " of " + p.n_prompts + " prompts complete (k = " + p.k + ")");
+      p.prompts_complete + " of " + p.n_prompts + " prompts complete (k = " + p.k +
+      (p.k_max ? " to " + p.k_max + ", adaptive: a prompt is complete when its stopping rule says so" : "") + ")");
     if (quick.partitions) {
       var parts = Object.keys(quick.partitions).map(function (dd) { return "minority " + dd + ": " + quick.partitions[dd]; });
       text($("partitions"), "Prompts with k = " + p.k + " labels by minority count — " + parts.join(", ") + ".");

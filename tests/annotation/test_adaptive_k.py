@@ -480,11 +480,21 @@ def test_progress_and_the_labels_still_needed_follow_each_prompts_own_k(make_cam
     progress = campaign_progress(campaign=campaign)
     assert (progress.labels, progress.labels_wanted, progress.prompts_complete) == (3, 7, 0)
     assert labels_still_needed(campaign=campaign) == 7
+    assert quick_progress(campaign) == (3, 7, 0)  # the k-th label fell, yet the prompt is not complete
     label_one(campaign, workers[3], 1)  # 4 of 4: stops
     progress = campaign_progress(campaign=campaign)
     assert (progress.labels, progress.labels_wanted, progress.prompts_complete) == (4, 7, 1)
     assert progress.percent == pytest.approx(400 / 7)
     assert labels_still_needed(campaign=campaign) == 5
+    assert quick_progress(campaign) == (4, 7, 1)
+
+
+def quick_progress(campaign) -> tuple[int, int, int]:
+    """The live audit's progress (the dashboard's): labels, labels wanted, prompts complete."""
+    from audits.services import audit_refresh
+
+    progress = audit_refresh(campaign_id=campaign.pk).data["progress"]
+    return progress["labels"], progress["labels_wanted"], progress["prompts_complete"]
 
 
 @pytest.mark.django_db
