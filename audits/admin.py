@@ -7,6 +7,7 @@ from audits.models import (
     AuditSnapshot,
     AuditStats,
     AuditStatsShard,
+    GroundTruthRun,
     UnitAuditStats,
     UnitStateCount,
     WorkerAuditStats,
@@ -32,6 +33,14 @@ class AuditSnapshotAdmin(ReadOnlyAdmin):
     list_filter = ["kind", "campaign"]
     list_select_related = ["campaign"]
     date_hierarchy = "computed_at"
+
+
+@admin.register(GroundTruthRun)
+class GroundTruthRunAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "status", "requested_by", "requested_at", "watermark", "duration_ms"]
+    list_filter = ["status", "campaign"]
+    list_select_related = ["campaign", "requested_by"]
+    date_hierarchy = "requested_at"
 
 
 @admin.register(WorkerAuditStats)

@@ -289,19 +289,8 @@ def rules_apply(*, campaign: Campaign, quality: WorkerQuality) -> list[WorkerAct
     # Imported here: annotation.services imports audits.services (the statistics hook), which imports
     # this module, so a module-level import would make the two import each other.
     from annotation.services.errors import ServiceError  # noqa: PLC0415 (the cycle above)
-    from annotation.services.quality import (  # noqa: PLC0415 (the cycle above)
-        worker_block,
-        worker_exclude,
-        worker_flag,
-        worker_recollect,
-    )
+    from annotation.services.quality import worker_act  # noqa: PLC0415 (the cycle above)
 
-    services = {
-        QualityRule.Action.FLAG: worker_flag,
-        QualityRule.Action.EXCLUDE: worker_exclude,
-        QualityRule.Action.BLOCK: worker_block,
-        QualityRule.Action.RECOLLECT: worker_recollect,
-    }
     last: dict[tuple[int, int], WorkerAction] = {}
     for action in WorkerAction.objects.filter(campaign=campaign, rule__in=rules).order_by("-created_at", "-id"):
         last.setdefault((action.rule_id, action.worker_id), action)
@@ -320,8 +309,13 @@ def rules_apply(*, campaign: Campaign, quality: WorkerQuality) -> list[WorkerAct
                 workers = Worker.objects.in_bulk([r.worker_id for r in quality.rows])
             numbers = {**row.numbers(), "rule_count": count}
             try:
-                action = services[rule.action](
-                    campaign=campaign, worker=workers[row.worker_id], rule=rule, reason=reason, numbers=numbers
+                action = worker_act(
+                    kind=rule.action,  # a rule's actions are worker-action kinds of the same names
+                    campaign=campaign,
+                    worker=workers[row.worker_id],
+                    rule=rule,
+                    reason=reason,
+                    numbers=numbers,
                 )
             except ServiceError as exc:
                 logger.warning("quality rule %s on worker %s refused: %s", rule.pk, row.worker, exc.message)

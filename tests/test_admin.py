@@ -16,9 +16,9 @@ from annotation.admin import ReadOnlyAdmin
 from annotation.channels import services as channel_services
 from annotation.models import Label, Prompt
 from annotation.services.invitations import invitation_accept, invitations_create
-from annotation.services.quality import worker_exclude, worker_flag
+from annotation.services.quality import worker_act
 from annotation.services.rules import rule_create
-from audits.services import audit_refresh
+from audits.services import audit_refresh, ground_truths_compute, ground_truths_request
 from tests.channels.conftest import locmem_channel  # noqa: F401 (a fixture: MTurk publications without a network)
 
 EDITABLE = {"annotation.prompt"}  # a typo in a prompt's text, a corrected gold value
@@ -95,17 +95,20 @@ def everything(make_campaign, make_worker, researcher, locmem_channel):  # noqa:
     rule = rule_create(
         campaign=campaign, by=researcher, metric="straight_lining", threshold=0.9, min_labels=20, action="flag"
     )
-    worker_flag(
+    worker_act(
+        kind="flag",
         campaign=campaign,
         worker=worker,
         rule=rule,
         reason="answers 1 to 100 % of 1 label",
         numbers={"top_share": 1.0, "rule_count": 1},
     )
-    worker_exclude(campaign=campaign, worker=mturk_worker, by=researcher, reason="Checking their answers.")
+    worker_act(kind="exclude", campaign=campaign, worker=mturk_worker, by=researcher, reason="Checking their answers.")
     adaptive = make_campaign(1, k=1, k_max=2, title="Adaptive")  # its first label is decided: a StopDecision
     lease = services.lease_acquire(campaign=adaptive, worker=worker)
     services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="adaptive-walk")
+    run, _ = ground_truths_request(campaign=campaign, methods=["majority"], by=researcher)
+    ground_truths_compute(run_id=run.pk)
     Group.objects.create(name="Researchers")  # Django's own model: no Chorus service writes groups
     for model in admin.site._registry:
         assert model._default_manager.exists(), f"give the admin walk a {model._meta.label} row"

@@ -21,14 +21,6 @@ from annotation import selectors
 from annotation.models import WorkerAction
 from annotation.services import quality
 
-SERVICES = {
-    WorkerAction.Kind.FLAG: quality.worker_flag,
-    WorkerAction.Kind.EXCLUDE: quality.worker_exclude,
-    WorkerAction.Kind.INCLUDE: quality.worker_include,
-    WorkerAction.Kind.BLOCK: quality.worker_block,
-    WorkerAction.Kind.UNBLOCK: quality.worker_unblock,
-    WorkerAction.Kind.RECOLLECT: quality.worker_recollect,
-}
 WORKER_HELP = "The worker's public id, channel:id, as the dashboard and the label export name them."
 
 
@@ -156,8 +148,13 @@ class WorkerActionListApi(APIView):
         worker = selectors.campaign_worker(campaign=campaign, public_id=data.validated_data["worker"])
         if worker is None:
             raise ValidationError({"worker": [f"{data.validated_data['worker']} is not a worker of this campaign."]})
-        act = SERVICES[data.validated_data["action"]]
-        action = act(campaign=campaign, worker=worker, by=request.user, reason=data.validated_data["reason"])
+        action = quality.worker_act(
+            kind=data.validated_data["action"],
+            campaign=campaign,
+            worker=worker,
+            by=request.user,
+            reason=data.validated_data["reason"],
+        )
         answer = status.HTTP_201_CREATED if action.logged else status.HTTP_200_OK
         return Response(WorkerActionOutput(action).data, status=answer)
 

@@ -45,7 +45,7 @@ def live_lease(*, campaign: Campaign, worker: Worker, now: datetime) -> Lease | 
 
 CAP_REACHED = "cap_reached"
 BLOCKED = "blocked"
-# What a worker blocked from a campaign (services.quality.worker_block) hears, on every channel.
+# What a worker blocked from a campaign (services.quality.worker_act) hears, on every channel.
 BLOCKED_REASON = (
     "The researchers of this campaign have stopped giving you prompts in it, so there is nothing more "
     "for you to label here."

@@ -285,7 +285,7 @@ def label_void(*, label_id: int, reason: str) -> Label:
 def label_void_locked(*, label: Label, reason: str) -> None:
     """``label_void``'s writes, in the caller's transaction: the caller holds the row lock of ``label``
     (a counted label) and invalidates the audit statistics itself, once however many labels it voids
-    (``services.quality.worker_recollect`` voids a worker's labels in one transaction)."""
+    (``services.quality.worker_act`` re-collecting voids a worker's labels in one transaction)."""
     # label_submit's lock order: the worker's Participation, the prompt, then its slots.
     Participation.objects.filter(campaign_id=label.campaign_id, worker_id=label.worker_id).update(
         n_labels=F("n_labels") - 1

@@ -60,8 +60,9 @@ class WorkerActionRefused(ServiceError):
     status = 409
 
 
-def worker_flag(
+def worker_act(
     *,
+    kind: str,
     campaign: Campaign,
     worker: Worker,
     by=None,
@@ -69,77 +70,26 @@ def worker_flag(
     reason: str,
     numbers: dict | None = None,
 ) -> WorkerAction:
-    """Note in the log that the worker looks wrong; nothing else changes. Idempotent per rule (or per
-    researcher's flags, ``rule`` None): a flag not undone yet is returned again."""
-    return _act(Kind.FLAG, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
+    """Act on one of the campaign's workers, by ``by`` (a researcher) or ``rule`` (a quality rule);
+    ``kind`` is a ``WorkerAction.Kind``:
 
+    - ``flag``: note in the log that the worker looks wrong; nothing else changes. Idempotent per rule
+      (or per researcher's flags, ``rule`` None): a flag not undone yet is returned again.
+    - ``exclude``: leave the worker's labels out of every number of the campaign's audit, from now on
+      and retroactively (the statistics are rebuilt); the labels stay stored and exported.
+    - ``include``: take an excluded worker's labels into the audit again (the statistics are rebuilt).
+    - ``block``: give the worker no further lease in the campaign, on any channel; end their live
+      leases now.
+    - ``unblock``: let a blocked worker take leases in the campaign again (on MTurk their block-list
+      qualification is lifted, unless they have nothing left there).
+    - ``recollect``: exclude and block the worker, and void their counted labels so that other workers
+      label those prompts again. The log's ``numbers`` gain ``labels_voided``. The voids cannot be
+      undone.
 
-def worker_exclude(
-    *,
-    campaign: Campaign,
-    worker: Worker,
-    by=None,
-    rule: QualityRule | None = None,
-    reason: str,
-    numbers: dict | None = None,
-) -> WorkerAction:
-    """Leave the worker's labels out of every number of the campaign's audit, from now on and
-    retroactively (the statistics are rebuilt); the labels stay stored and exported."""
-    return _act(Kind.EXCLUDE, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
-
-
-def worker_include(
-    *,
-    campaign: Campaign,
-    worker: Worker,
-    by=None,
-    rule: QualityRule | None = None,
-    reason: str,
-    numbers: dict | None = None,
-) -> WorkerAction:
-    """Take an excluded worker's labels into the audit again (the statistics are rebuilt)."""
-    return _act(Kind.INCLUDE, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
-
-
-def worker_block(
-    *,
-    campaign: Campaign,
-    worker: Worker,
-    by=None,
-    rule: QualityRule | None = None,
-    reason: str,
-    numbers: dict | None = None,
-) -> WorkerAction:
-    """Give the worker no further lease in the campaign, on any channel; end their live leases now."""
-    return _act(Kind.BLOCK, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
-
-
-def worker_unblock(
-    *,
-    campaign: Campaign,
-    worker: Worker,
-    by=None,
-    rule: QualityRule | None = None,
-    reason: str,
-    numbers: dict | None = None,
-) -> WorkerAction:
-    """Let a blocked worker take leases in the campaign again (on MTurk their block-list qualification is
-    lifted, unless they have nothing left there)."""
-    return _act(Kind.UNBLOCK, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
-
-
-def worker_recollect(
-    *,
-    campaign: Campaign,
-    worker: Worker,
-    by=None,
-    rule: QualityRule | None = None,
-    reason: str,
-    numbers: dict | None = None,
-) -> WorkerAction:
-    """Exclude and block the worker, and void their counted labels so that other workers label those
-    prompts again. The log's ``numbers`` gain ``labels_voided``. The voids cannot be undone."""
-    return _act(Kind.RECOLLECT, campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
+    An unknown kind is refused with a ``ValidationError`` naming ``kind``."""
+    if kind not in Kind.values:
+        raise ValidationError({"kind": f"Unknown action {kind!r}: one of {', '.join(Kind.values)}."})
+    return _act(Kind(kind), campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
 
 
 def action_undo(*, action: WorkerAction, by) -> WorkerAction:
@@ -337,10 +287,5 @@ __all__ = [
     "UNDOABLE",
     "WorkerActionRefused",
     "action_undo",
-    "worker_block",
-    "worker_exclude",
-    "worker_flag",
-    "worker_include",
-    "worker_recollect",
-    "worker_unblock",
+    "worker_act",
 ]

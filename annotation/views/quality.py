@@ -23,14 +23,6 @@ from annotation.services import quality
 
 WORKERS_PER_PAGE = 100
 ACTIONS_PER_PAGE = 50
-SERVICES = {
-    WorkerAction.Kind.FLAG: quality.worker_flag,
-    WorkerAction.Kind.EXCLUDE: quality.worker_exclude,
-    WorkerAction.Kind.INCLUDE: quality.worker_include,
-    WorkerAction.Kind.BLOCK: quality.worker_block,
-    WorkerAction.Kind.UNBLOCK: quality.worker_unblock,
-    WorkerAction.Kind.RECOLLECT: quality.worker_recollect,
-}
 
 
 def numbers_shown(numbers: dict) -> list[str]:
@@ -98,7 +90,9 @@ def worker_act(request, slug):
         }
         return render(request, "annotation/worker_recollect_confirm.html", context)
     try:
-        action = SERVICES[data["action"]](campaign=campaign, worker=worker, by=request.user, reason=data["reason"])
+        action = quality.worker_act(
+            kind=data["action"], campaign=campaign, worker=worker, by=request.user, reason=data["reason"]
+        )
     except ValidationError as exc:
         for field, errors in exc.message_dict.items():
             form.add_error(field if field in form.fields else None, errors)

@@ -36,6 +36,7 @@ from audits.engine.agreement import (
 from audits.engine.filters import FilterResult, VolumeSweep, volume_filter, volume_sweep
 from audits.engine.flags import StraightLining, straight_lining, straight_lining_binary
 from audits.engine.instrument import compare_systems, item_precision, reproducibility
+from audits.engine.intervals import NoiseIntervals, noise_intervals
 from audits.engine.io import LabelFileError, read_gold, read_labels, read_predictions
 from audits.engine.markdown import render_markdown
 from audits.engine.matrix import DuplicateLabelError, LabelMatrix, ValueScale, parse_binarize
@@ -58,7 +59,9 @@ from audits.engine.partitions import (
     two_proportion_ztest,
 )
 from audits.engine.report import AuditReport, full_report
+from audits.engine.systems import PerRaterScores, per_rater_scores, prediction_metric, system_scores
 from audits.engine.truths import ground_truths
+from audits.engine.variance import resolution, variance_components
 
 __all__ = [
     "LabelMatrix",
@@ -109,6 +112,14 @@ __all__ = [
     "item_precision",
     "reproducibility",
     "compare_systems",
+    "PerRaterScores",
+    "per_rater_scores",
+    "prediction_metric",
+    "system_scores",
+    "NoiseIntervals",
+    "noise_intervals",
+    "variance_components",
+    "resolution",
     "AuditReport",
     "full_report",
     "render_markdown",

@@ -7,7 +7,8 @@ A benchmark built from crowd labels is a measuring instrument (Welty, Paritosh &
   item mean / item SD pairs for the "crescent" scatter;
 - :func:`reproducibility`: the same prompts labeled twice → Spearman of item means, Pearson of item
   SDs, alpha of each run, the items that moved most;
-- :func:`compare_systems`: two systems scored against each rater separately, paired t-test
+- :func:`compare_systems`: two systems scored against each rater separately (accuracy for
+  categories, Spearman's ρ for graded scores: :mod:`audits.engine.systems`), paired t-test
   (``scipy.stats.ttest_rel``): can the instrument tell them apart?
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from audits.engine._util import check_ddof, floats, py, var_from_sums
 from audits.engine.agreement import krippendorff_alpha
-from audits.engine.partitions import align_predictions
+from audits.engine.systems import per_rater_scores
 
 __all__ = [
     "ItemPrecision",
@@ -225,8 +226,14 @@ def reproducibility(
 
 @dataclass(frozen=True)
 class SystemComparison:
-    """Two systems scored per rater (accuracy against each rater's own labels) and a paired t-test."""
+    """Two systems scored per rater and compared by a paired t-test across raters.
 
+    ``metric`` says how a rater's score is computed (:mod:`audits.engine.systems`); ``summary_a`` /
+    ``summary_b`` give min, max, mean and SD of each system's per-rater scores; ``resolution`` is the
+    least mean difference the test declares significant at ``alpha`` (``t_{1−α/2, n−1}·s_d/√n``).
+    """
+
+    metric: str
     n_raters: int
     mean_a: float | None
     mean_b: float | None
@@ -238,106 +245,100 @@ class SystemComparison:
     distinguishable: bool | None
     verdict: str
     per_rater: list
+    summary_a: dict
+    summary_b: dict
+    n_raters_undefined: int
+    resolution: float | None
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
 def compare_systems(
-    matrix, predictions_a: Any, predictions_b: Any, *, min_labels: int = 1, alpha: float = 0.05, scale: str = "raw"
+    matrix,
+    predictions_a: Any,
+    predictions_b: Any,
+    *,
+    metric: str = "auto",
+    min_labels: int | None = None,
+    alpha: float = 0.05,
 ) -> SystemComparison:
     """Can the instrument tell two systems apart? Per-rater scores and a paired t-test.
 
-    Each system is scored against each worker separately: accuracy of the system's prediction
-    against the worker's own label (its scaled value), over the prompts the worker labeled that both
-    systems predicted. The per-rater scores are compared with ``scipy.stats.ttest_rel``.
+    Each system is scored against each rater separately, over the prompts the rater labeled that
+    both systems predicted (:func:`audits.engine.systems.per_rater_scores`): accuracy against the
+    rater's own labels for categories, Spearman's ρ against the rater's raw ratings for graded
+    scores. The raters' scores are compared with ``scipy.stats.ttest_rel`` (Welty, Paritosh & Aroyo
+    2019, "Metrology for AI", arXiv:1911.01875, §4).
 
     Parameters
     ----------
     matrix : LabelMatrix
     predictions_a, predictions_b : mapping {prompt id: value} or pandas Series
-    min_labels : int
-        Raters with fewer scorable labels are left out.
+    metric : {"auto", "accuracy", "spearman"}
+        ``"auto"``: Spearman when the labels are ratings or either system gives graded scores
+        (:func:`audits.engine.systems.prediction_metric`).
+    min_labels : int, optional
+        Raters with fewer scorable prompts are left out (default 1 for accuracy, 3 for Spearman).
     alpha : float
         Significance level for ``distinguishable``.
-    scale : {"raw", "scaled"}
-        See :func:`audits.engine.partitions.align_predictions`.
 
     Returns
     -------
     SystemComparison
         ``distinguishable`` is None (with the verdict saying why) when the test is undefined:
-        fewer than 2 raters, or identical per-rater scores.
+        fewer than 2 raters with both scores, or per-rater differences that are all equal but not 0.
+
+    Notes
+    -----
+    A rater whose score is undefined for either system (too few prompts; under Spearman a constant
+    rater or system) is left out of the test and counted in ``n_raters_undefined``.
     """
     from scipy import stats  # imported here: scipy.stats costs ~0.8 s to import, and few reports need it
 
-    pa, _, _ = align_predictions(matrix, predictions_a, scale=scale)
-    pb, _, _ = align_predictions(matrix, predictions_b, scale=scale)
-    ok = ~np.isnan(pa[matrix.prompt]) & ~np.isnan(pb[matrix.prompt])
-    n = matrix.n_workers
-    w = matrix.worker[ok]
-    cnt = np.bincount(w, minlength=n)
-    ca = np.bincount(w, weights=(pa[matrix.prompt][ok] == matrix.value[ok]), minlength=n)
-    cb = np.bincount(w, weights=(pb[matrix.prompt][ok] == matrix.value[ok]), minlength=n)
-    keep = cnt >= max(int(min_labels), 1)
-    sa, sb = ca[keep] / cnt[keep], cb[keep] / cnt[keep]
+    scored = per_rater_scores(matrix, predictions_a, predictions_b, metric=metric, min_labels=min_labels)
+    ra, rb = scored.scores
+    keep = ~np.isnan(ra) & ~np.isnan(rb)
+    sa, sb = ra[keep], rb[keep]
     per = [
         {"worker": py(wid), "n": int(k), "score_a": float(x), "score_b": float(y)}
-        for wid, k, x, y in zip(matrix.worker_ids[keep], cnt[keep], sa, sb)
+        for wid, k, x, y in zip(matrix.worker_ids[keep], scored.n[keep], sa, sb)
     ]
     k = int(keep.sum())
-    if k < 2:
+    diff = sa - sb
+
+    def result(t, p, dist, verdict, resolution=None):
         return SystemComparison(
+            scored.metric,
             k,
             float(sa.mean()) if k else None,
             float(sb.mean()) if k else None,
-            float((sa - sb).mean()) if k else None,
-            None,
-            None,
-            None,
+            float(diff.mean()) if k else None,
+            t,
+            p,
+            k - 1 if k >= 2 else None,
             alpha,
-            None,
-            f"cannot test: {k} rater(s) with scorable labels (need 2)",
-            per,
-        )
-    diff = sa - sb
-    if np.all(diff == diff[0]):
-        verdict = (
-            "cannot tell the systems apart: they score the same against every rater"
-            if diff[0] == 0
-            else "the per-rater differences are all equal: the t statistic is undefined"
-        )
-        return SystemComparison(
-            k,
-            float(sa.mean()),
-            float(sb.mean()),
-            float(diff.mean()),
-            None,
-            None,
-            k - 1,
-            alpha,
-            None if diff[0] != 0 else False,
+            dist,
             verdict,
             per,
+            scored.summary(0),
+            scored.summary(1),
+            int(matrix.n_workers - k),
+            resolution,
         )
+
+    if k < 2:
+        return result(None, None, None, f"cannot test: {k} rater(s) with both scores (need 2)")
+    if np.all(diff == diff[0]):
+        if diff[0] == 0:
+            return result(None, None, False, "cannot tell A and B apart: they score the same against every rater")
+        return result(None, None, None, "the per-rater differences are all equal: the t statistic is undefined")
     res = stats.ttest_rel(sa, sb)
     p = float(res.pvalue)
-    dist = p < alpha
-    verdict = (
-        f"the systems differ (paired t-test p = {p:.3g} < {alpha})"
-        if dist
-        else f"the instrument cannot separate the systems (paired t-test p = {p:.3g} ≥ {alpha})"
-    )
-    return SystemComparison(
-        k,
-        float(sa.mean()),
-        float(sb.mean()),
-        float(diff.mean()),
-        float(res.statistic),
-        p,
-        k - 1,
-        alpha,
-        dist,
-        verdict,
-        per,
-    )
+    lsd = float(stats.t.ppf(1 - alpha / 2, k - 1) * diff.std(ddof=1) / np.sqrt(k))
+    if p < alpha:
+        better = "A" if diff.mean() > 0 else "B"
+        verdict = f"the instrument separates A and B: {better} scores higher (paired t-test p = {p:.3g} < {alpha})"
+    else:
+        verdict = f"cannot tell A and B apart at this resolution (paired t-test p = {p:.3g} ≥ {alpha})"
+    return result(float(res.statistic), p, p < alpha, verdict, lsd)

@@ -317,15 +317,54 @@ def _md_instrument(r: dict) -> list[str]:
                 for t in ps["tests"]
             ],
         )
+    for name, sc in (r.get("system_scores") or {}).items():
+        lines += ["", f"## System {name.upper()} ({sc['metric']}, {round(sc['level'] * 100)} % intervals)", ""]
+        refs = list(sc["overall"])
+        cells = [("overall", sc["overall"])] + [(f"minority {d}", row) for d, row in sc["partitions"].items()]
+        cells += [(f"group {g}", row) for g, row in (sc.get("groups") or {}).items()]
+        lines += _table(
+            ["prompts", *(f"vs {ref}" for ref in refs), *(f"N {ref}" for ref in refs)],
+            [[label, *(_score(row[ref]) for ref in refs), *(row[ref]["n"] for ref in refs)] for label, row in cells],
+        )
+        pr = sc["per_rater"]
+        lines += [
+            "",
+            f"Per rater ({pr['n_raters']}): min {_f(pr['min'])}, max {_f(pr['max'])}, mean {_f(pr['mean'])}, "
+            f"SD {_f(pr['sd'])}.",
+        ]
     sy = r.get("systems")
     if sy:
         lines += [
             "",
             "## Can the instrument tell the two systems apart?",
             "",
-            f"{sy['n_raters']} raters; mean per-rater score A {_f(sy['mean_a'])}, B {_f(sy['mean_b'])}; "
-            f"t = {_f(sy['t'])}, p = {_f(sy['p'])}: {sy['verdict']}.",
+            f"{sy['n_raters']} raters scored by {sy.get('metric', 'accuracy')}; mean per-rater score "
+            f"A {_f(sy['mean_a'])}, B {_f(sy['mean_b'])}; t = {_f(sy['t'])}, p = {_f(sy['p'])}: {sy['verdict']}.",
         ]
+    iv = r.get("intervals")
+    if iv:
+        head = f"{iv['method']}; {iv['n_resamples']} resamples, seed {iv['seed']}."
+        lines += ["", f"## {round(iv['level'] * 100)} % intervals of the six numbers", "", head, ""]
+        lines += _table(
+            ["number", "low", "high"],
+            [[_NAMES.get(k, k), *(iv[k] or [None, None])] for k in NOISE_KEYS],
+        )
+    vc = r.get("variance_components")
+    if vc and vc.get("reason") is None:
+        lines += [
+            "",
+            "## Variance components",
+            "",
+            f"{vc['method']}: worker {_f(vc['worker'])}, prompt {_f(vc['prompt'])}, "
+            f"residual {_f(vc['residual'])} ({vc['values']} values).",
+        ]
+    res = r.get("resolution")
+    if res and res["prompts"]["least_significant"] is not None:
+        rp, rs = res["prompts"], res.get("systems")
+        text = f"Two prompts of {rp['k']} labels differ detectably above {_f(rp['least_significant'])}"
+        if rs and rs["least_significant"] is not None:
+            text += f"; two systems' mean per-rater scores above {_f(rs['least_significant'])}"
+        lines += ["", "## Resolution", "", text + f" ({res['method']})."]
     rp = r.get("reproducibility")
     if rp:
         lines += [
@@ -337,6 +376,14 @@ def _md_instrument(r: dict) -> list[str]:
             f"{_f(rp['alpha_a'])} vs {_f(rp['alpha_b'])}.",
         ]
     return lines
+
+
+def _score(cell: dict) -> str:
+    """A score with its interval (Wilson for accuracy, Fisher z for Spearman)."""
+    ci = cell.get("ci_wilson", cell.get("ci"))
+    if cell["score"] is None:
+        return "—"
+    return f"{cell['score']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
 
 def _md_ground_truths(r: dict) -> list[str]:

@@ -24,10 +24,13 @@ from audits.engine.agreement import agreement_coefficients as agreement_section
 from audits.engine.filters import FilterResult, volume_filter, volume_sweep
 from audits.engine.flags import StraightLining, straight_lining
 from audits.engine.instrument import compare_systems, item_precision, reproducibility
+from audits.engine.intervals import NoiseIntervals, noise_intervals
 from audits.engine.markdown import render_markdown
 from audits.engine.noise import NOISE_KEYS, NoiseAudit, WorkerNoise, noise_audit, worker_noise
 from audits.engine.partitions import Partitions, noise_partitions, partitions_by_k, score_partitions
+from audits.engine.systems import per_rater_scores, prediction_metric, system_scores
 from audits.engine.truths import ground_truths as ground_truth_section
+from audits.engine.variance import resolution, variance_components
 
 __all__ = ["AuditReport", "full_report", "REPORT_KEYS"]
 
@@ -69,6 +72,10 @@ class AuditReport:
     straight_lining: StraightLining | None = None
     ground_truths: dict | None = None
     partitions_by_k: dict | None = None
+    system_scores: dict | None = None
+    intervals: NoiseIntervals | None = None
+    variance_components: dict | None = None
+    resolution: dict | None = None
 
     def to_dict(self) -> dict:
         a = self.audit
@@ -100,6 +107,11 @@ class AuditReport:
         d["precision"] = self.precision
         d["partition_scores"] = self.partition_scores
         d["systems"] = self.systems
+        d["system_scores"] = self.system_scores
+        if self.intervals is not None:  # only when asked for: the bootstrap is the report's costliest part
+            d["intervals"] = self.intervals.to_dict()
+        d["variance_components"] = self.variance_components
+        d["resolution"] = self.resolution
         d["reproducibility"] = self.reproducibility
         d["straight_lining"] = self.straight_lining.to_dict() if self.straight_lining is not None else None
         if self.ground_truths is not None:  # only when asked for: GLAD alone takes seconds on 10k labels
@@ -116,6 +128,10 @@ class AuditReport:
             "agreement",
             "partition_scores",
             "systems",
+            "system_scores",
+            "intervals",
+            "variance_components",
+            "resolution",
             "reproducibility",
             "reasons",
             "ground_truths",
@@ -154,6 +170,9 @@ def full_report(
     computed_at: _dt.datetime | None = None,
     ground_truths: tuple = (),
     k_range: tuple[int, int] | None = None,
+    metric: str = "auto",
+    bootstrap: int = 0,
+    seed: int | None = 0,
 ) -> AuditReport:
     """Run the whole audit on a matrix.
 
@@ -178,8 +197,14 @@ def full_report(
     alpha_levels : tuple, optional
         Alpha levels (default nominal/ordinal/interval for numeric raw labels).
     predictions, predictions_b : mapping {prompt: value}, optional
-        A system's predictions (scored per partition); with ``predictions_b`` as well, the two
-        systems are compared per rater.
+        A system's predictions: scored per partition (``partition_scores``, against scaled values)
+        and, with intervals, overall, per partition and per group (``system_scores["a"]``,
+        :func:`audits.engine.systems.system_scores`). With ``predictions_b`` as well,
+        ``system_scores["b"]`` and the two systems compared per rater (``systems``,
+        :func:`audits.engine.instrument.compare_systems`).
+    metric : {"auto", "accuracy", "spearman"}
+        How systems are scored; ``"auto"`` (:func:`audits.engine.systems.prediction_metric`) scores
+        both systems alike, by Spearman's ρ if either gives graded scores or the labels are ratings.
     second : LabelMatrix, optional
         A second label set over the same prompts (reproducibility).
     campaign, filter_label : optional
@@ -194,6 +219,11 @@ def full_report(
         Adaptive k: the least and the most labels a prompt gets. Adds ``partitions_by_k``, the
         partitions per final k (:func:`audits.engine.partitions.partitions_by_k`); ``partitions``
         stays the spec's, at ``k``.
+    bootstrap : int
+        Resamples for ``intervals`` (:func:`audits.engine.intervals.noise_intervals`); 0 (default)
+        leaves the key out.
+    seed : int or None
+        Seed of the bootstrap: the same seed gives the same intervals.
 
     Returns
     -------
@@ -231,11 +261,16 @@ def full_report(
             prec = item_precision(matrix, ddof=ddof).to_dict()
         else:
             notes["precision"] = "raw labels are categories without numeric values"
-    pscores = systems = repro = None
+    pscores = systems = repro = sys_scores = raters = None
     if predictions is not None:
         pscores = score_partitions(matrix, predictions, k=k).to_dict()
+        given = (predictions,) if predictions_b is None else (predictions, predictions_b)
+        if metric == "auto":
+            metric = prediction_metric(matrix, *given)
+        sys_scores = {name: system_scores(matrix, p, metric=metric, k=k) for name, p in zip("ab", given)}
+        raters = per_rater_scores(matrix, *given, metric=metric)
         if predictions_b is not None:
-            systems = compare_systems(matrix, predictions, predictions_b).to_dict()
+            systems = compare_systems(matrix, predictions, predictions_b, metric=metric).to_dict()
     if second is not None:
         repro = reproducibility(matrix, second, ddof=ddof).to_dict()
     truths = _ground_truths(matrix, ground_truths, notes) if ground_truths else None
@@ -243,6 +278,7 @@ def full_report(
     if k_range is not None:
         k_min, k_most = k_range
         by_k = partitions_by_k(matrix, k_min=k_min, k_max=k_most)
+    intervals = noise_intervals(matrix, n_resamples=bootstrap, seed=seed, ddof=ddof) if bootstrap else None
     return AuditReport(
         audit,
         computed_on,
@@ -263,6 +299,10 @@ def full_report(
         straight_lining(matrix),
         truths,
         by_k,
+        sys_scores,
+        intervals,
+        variance_components(matrix),
+        resolution(matrix, per_rater=raters),
     )
 
 

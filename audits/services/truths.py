@@ -6,6 +6,7 @@ request is a ``GroundTruthRun`` on the labels counted when the worker reads them
 dashboard and merged into the report downloads (``audits.selectors.truths``).
 """
 
+import logging
 import time
 from datetime import timedelta
 
@@ -18,6 +19,8 @@ from audits.engine.truths import METHODS, ground_truths
 from audits.models import GroundTruthRun
 from audits.selectors.full import campaign_label_matrix
 from audits.tasks import ground_truths_task
+
+logger = logging.getLogger(__name__)
 
 # A request that has waited this long for a worker is taken as lost (the worker died, the broker was
 # down): asking again enqueues it again rather than answering "already queued".
@@ -54,8 +57,17 @@ def ground_truths_request(*, campaign: Campaign, methods, by=None) -> tuple[Grou
             run, created = waiting, False
         else:
             run, created = GroundTruthRun.objects.create(campaign=campaign, methods=methods, requested_by=by), True
-        transaction.on_commit(lambda: ground_truths_task.delay(run.pk))
+        transaction.on_commit(lambda: _enqueue(run.pk))
     return run, created
+
+
+def _enqueue(run_id: int) -> None:
+    """Hand the run to a Celery worker. With the broker down the request stays waiting, and asking
+    again after ``LOST_AFTER`` queues it again: the researcher's page never fails on it."""
+    try:
+        ground_truths_task.apply_async((run_id,), retry=False)
+    except Exception:
+        logger.warning("ground truths: broker unavailable, run %s not queued", run_id, exc_info=True)
 
 
 def ground_truths_compute(*, run_id: int) -> GroundTruthRun | None:

@@ -27,12 +27,7 @@ from annotation.services.quality import (
     RECOLLECT_UNDO_NOTE,
     WorkerActionRefused,
     action_undo,
-    worker_block,
-    worker_exclude,
-    worker_flag,
-    worker_include,
-    worker_recollect,
-    worker_unblock,
+    worker_act,
 )
 from annotation.services.rules import rule_create
 from audits import services as audit_services
@@ -117,7 +112,7 @@ def test_the_audit_without_an_excluded_worker_equals_the_offline_audit_of_the_ex
     rows = _export_rows(campaign)
     _assert_audits_equal_offline(campaign, _offline_matrix(campaign, rows, tmp_path))
 
-    action = worker_exclude(campaign=campaign, worker=spammer, by=researcher, reason=WHY)
+    action = worker_act(kind="exclude", campaign=campaign, worker=spammer, by=researcher, reason=WHY)
 
     assert action.logged and action.kind == "exclude" and action.by == researcher
     stored = Label.objects.filter(campaign=campaign, worker=spammer)
@@ -130,7 +125,9 @@ def test_the_audit_without_an_excluded_worker_equals_the_offline_audit_of_the_ex
     _assert_audits_equal_offline(campaign, _offline_matrix(campaign, kept, tmp_path))
     assert latest_snapshot(campaign=campaign).data["n_workers"] == 5
 
-    worker_include(campaign=campaign, worker=spammer, by=researcher, reason="Checked by hand: they are right.")
+    worker_act(
+        kind="include", campaign=campaign, worker=spammer, by=researcher, reason="Checked by hand: they are right."
+    )
     assert {row["excluded"] for row in _export_rows(campaign)} == {"False"}
     _assert_audits_equal_offline(campaign, _offline_matrix(campaign, rows, tmp_path))
 
@@ -140,7 +137,7 @@ def test_labels_an_excluded_worker_gives_later_stay_out_of_the_statistics(make_c
     excluded, other = _sim_worker("x"), _sim_worker("o")
     label_one(campaign, excluded)
     label_one(campaign, other)
-    worker_exclude(campaign=campaign, worker=excluded, by=researcher, reason=WHY)
+    worker_act(kind="exclude", campaign=campaign, worker=excluded, by=researcher, reason=WHY)
     audit_services.audit_refresh(campaign_id=campaign.pk)  # the rebuild without them
     for _ in range(3):
         label_one(campaign, excluded)  # label_submit leaves these out of the statistics
@@ -164,7 +161,7 @@ def test_an_excluded_workers_label_still_completes_its_prompt(make_campaign, res
     excluded, other = _sim_worker("x"), _sim_worker("o")
     label_one(campaign, other)
     lease = services.lease_acquire(campaign=campaign, worker=excluded)  # an exclusion ends no lease
-    worker_exclude(campaign=campaign, worker=excluded, by=researcher, reason=WHY)
+    worker_act(kind="exclude", campaign=campaign, worker=excluded, by=researcher, reason=WHY)
     audit_services.audit_refresh(campaign_id=campaign.pk)
     services.label_submit(lease_id=lease.pk, worker=excluded, value=1, client_token="last")
     totals = campaign_totals(campaign_id=campaign.pk)
@@ -177,10 +174,10 @@ def test_acting_twice_logs_once(make_campaign, researcher):
     campaign = make_campaign(4, k=2)
     worker = _sim_worker("twice")
     label_one(campaign, worker)
-    for act in (worker_flag, worker_exclude, worker_block, worker_recollect):
-        first = act(campaign=campaign, worker=worker, by=researcher, reason=f"{act.__name__} once")
-        again = act(campaign=campaign, worker=worker, by=researcher, reason=f"{act.__name__} twice")
-        assert first.logged and not again.logged and again.pk == first.pk, act.__name__
+    for kind in ("flag", "exclude", "block", "recollect"):
+        first = worker_act(kind=kind, campaign=campaign, worker=worker, by=researcher, reason=f"{kind} once")
+        again = worker_act(kind=kind, campaign=campaign, worker=worker, by=researcher, reason=f"{kind} twice")
+        assert first.logged and not again.logged and again.pk == first.pk, kind
     assert list(WorkerAction.objects.order_by("pk").values_list("kind", flat=True)) == [
         "flag",
         "exclude",
@@ -188,9 +185,13 @@ def test_acting_twice_logs_once(make_campaign, researcher):
         "recollect",
     ]
     # excluding them again answers the action that excluded them last: the re-collection
-    assert worker_exclude(campaign=campaign, worker=worker, by=researcher, reason="again").kind == "recollect"
-    include = worker_include(campaign=campaign, worker=worker, by=researcher, reason="back")
-    assert include.logged and not worker_include(campaign=campaign, worker=worker, reason="back again").logged
+    assert (
+        worker_act(kind="exclude", campaign=campaign, worker=worker, by=researcher, reason="again").kind == "recollect"
+    )
+    include = worker_act(kind="include", campaign=campaign, worker=worker, by=researcher, reason="back")
+    assert (
+        include.logged and not worker_act(kind="include", campaign=campaign, worker=worker, reason="back again").logged
+    )
     assert WorkerAction.objects.count() == 5
 
 
@@ -203,21 +204,22 @@ def test_refusals_change_nothing(make_campaign, researcher):
         campaign=elsewhere, by=researcher, metric="straight_lining", threshold=0.9, min_labels=5, action="exclude"
     )
     before = row_counts()
-    for act, kwargs, field in (
-        (worker_exclude, {"worker": outside, "reason": WHY}, "worker"),
-        (worker_recollect, {"worker": outside, "reason": WHY}, "worker"),
-        (worker_block, {"worker": inside, "reason": "   "}, "reason"),
-        (worker_exclude, {"worker": inside, "reason": "x" * 301}, "reason"),
-        (worker_exclude, {"worker": inside, "reason": WHY, "rule": other_rule}, "rule"),
+    for kind, kwargs, field in (
+        ("exclude", {"worker": outside, "reason": WHY}, "worker"),
+        ("recollect", {"worker": outside, "reason": WHY}, "worker"),
+        ("block", {"worker": inside, "reason": "   "}, "reason"),
+        ("exclude", {"worker": inside, "reason": "x" * 301}, "reason"),
+        ("exclude", {"worker": inside, "reason": WHY, "rule": other_rule}, "rule"),
+        ("ban", {"worker": inside, "reason": WHY}, "kind"),
     ):
         with pytest.raises(ValidationError) as refused:
-            act(campaign=campaign, by=researcher, **kwargs)
+            worker_act(kind=kind, campaign=campaign, by=researcher, **kwargs)
         assert list(refused.value.message_dict) == [field]
     with pytest.raises(WorkerActionRefused, match="is not excluded") as refused:
-        worker_include(campaign=campaign, worker=inside, by=researcher, reason="never was")
+        worker_act(kind="include", campaign=campaign, worker=inside, by=researcher, reason="never was")
     assert refused.value.code == "not_excluded"
     with pytest.raises(WorkerActionRefused, match="is not blocked"):
-        worker_unblock(campaign=campaign, worker=inside, by=researcher, reason="never was")
+        worker_act(kind="unblock", campaign=campaign, worker=inside, by=researcher, reason="never was")
     assert row_counts() == before
     assert Participation.objects.get(campaign=campaign, worker=inside).excluded_at is None
 
@@ -229,7 +231,7 @@ def test_a_blocked_worker_gets_no_prompt_and_loses_the_one_they_hold(make_campai
     label_one(campaign, worker)
     held = services.lease_acquire(campaign=campaign, worker=worker)
 
-    worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    worker_act(kind="block", campaign=campaign, worker=worker, by=researcher, reason=WHY)
 
     held.refresh_from_db()
     assert held.status == Lease.Status.RELEASED
@@ -247,7 +249,7 @@ def test_a_blocked_worker_gets_no_prompt_and_loses_the_one_they_hold(make_campai
     assert Slot.objects.filter(campaign=campaign, filled=False).count() == 0
     assert selectors.invariant_violations(campaign=campaign, complete=True) == []
 
-    worker_unblock(campaign=campaign, worker=worker, by=researcher, reason="Talked to them.")
+    worker_act(kind="unblock", campaign=campaign, worker=worker, by=researcher, reason="Talked to them.")
     assert selectors.worker_outlook(campaign=campaign, worker=worker).code == "full"
 
 
@@ -265,7 +267,7 @@ def test_a_blocked_mturk_worker_gets_the_block_list_qualification(
     worker = Participation.objects.get(campaign=campaign, worker__external_id="AWSPAM").worker
 
     with django_capture_on_commit_callbacks() as callbacks:
-        worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+        worker_act(kind="block", campaign=campaign, worker=worker, by=researcher, reason=WHY)
     assert len(callbacks) == 1  # mturk_block_worker_task, after commit
     block = publication.blocks.get()
     assert block.worker == worker
@@ -275,7 +277,7 @@ def test_a_blocked_mturk_worker_gets_the_block_list_qualification(
 
     # Unblocked: the qualification is lifted after commit, and the row goes.
     with django_capture_on_commit_callbacks() as callbacks:
-        worker_unblock(campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
+        worker_act(kind="unblock", campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
     assert len(callbacks) == 1  # mturk_unblock_worker_task
     assert mturk.visible_hits("AWSPAM") == []  # not before the task runs
     assert channel_services.mturk_block_lift(block_id=block.pk) is True
@@ -283,10 +285,10 @@ def test_a_blocked_mturk_worker_gets_the_block_list_qualification(
     assert channel_services.mturk_block_lift(block_id=block.pk) is False  # a second run: nothing to lift
 
     # Blocked again before the lift went out: the block wins, nothing is lifted.
-    worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    worker_act(kind="block", campaign=campaign, worker=worker, by=researcher, reason=WHY)
     channel_services.mturk_block_push(block_id=publication.blocks.get().pk)
-    worker_unblock(campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
-    worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    worker_act(kind="unblock", campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
+    worker_act(kind="block", campaign=campaign, worker=worker, by=researcher, reason=WHY)
     block = publication.blocks.get()
     assert block.status == MTurkWorkerBlock.Status.PENDING
     assert channel_services.mturk_block_lift(block_id=block.pk) is False
@@ -294,7 +296,7 @@ def test_a_blocked_mturk_worker_gets_the_block_list_qualification(
     assert mturk.visible_hits("AWSPAM") == []
 
     # A lift whose task never ran is done by reconciliation.
-    worker_unblock(campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
+    worker_act(kind="unblock", campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
     report = channel_services.mturk_reconcile(publication_id=publication.pk)
     assert report.blocks_lifted == 1 and mturk.visible_hits("AWSPAM") != []
 
@@ -310,10 +312,10 @@ def test_an_mturk_block_re_set_while_its_lift_is_on_the_wire_is_pushed_again(
     channel_services.publication_publish(publication_id=publication.pk)
     open_task(mturk, mturk.accept(mturk.visible_hits("AWSPAM")[0], "AWSPAM"))
     worker = Participation.objects.get(campaign=campaign, worker__external_id="AWSPAM").worker
-    worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    worker_act(kind="block", campaign=campaign, worker=worker, by=researcher, reason=WHY)
     block = publication.blocks.get()
     channel_services.mturk_block_push(block_id=block.pk)
-    worker_unblock(campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
+    worker_act(kind="unblock", campaign=campaign, worker=worker, by=researcher, reason="A mistake.")
 
     from annotation.channels.mturk import MTurkChannel
 
@@ -321,7 +323,7 @@ def test_an_mturk_block_re_set_while_its_lift_is_on_the_wire_is_pushed_again(
 
     def lift_while_blocked_again(self, **kwargs):
         # The researcher blocks again, and that block is pushed, while MTurk is being asked to lift.
-        worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+        worker_act(kind="block", campaign=campaign, worker=worker, by=researcher, reason=WHY)
         channel_services.mturk_block_push(block_id=block.pk)
         lift(self, **kwargs)
 
@@ -344,7 +346,7 @@ def test_a_blocked_panel_participant_is_asked_to_return_the_study(make_campaign,
     token = re.search(r'name="client_token" value="([^"]+)"', page).group(1)
     assert client.post(action, {"value": "1", "client_token": token}).status_code == 302  # one label this session
     worker = Participation.objects.get(campaign=campaign).worker
-    worker_block(campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    worker_act(kind="block", campaign=campaign, worker=worker, by=researcher, reason=WHY)
     done = client.get(client.get(f"/channels/panel/{panel.slug}/next/")["Location"])
     body = done.content.decode()
     assert done.status_code == 200 and "<strong>return</strong> the study" in body
@@ -358,7 +360,7 @@ def test_recollecting_frees_the_slots_for_other_workers_and_never_shows_a_prompt
     held = services.lease_acquire(campaign=campaign, worker=spammer)
     numbers = {"top_share": 1.0, "n_labels": 3}
 
-    action = worker_recollect(campaign=campaign, worker=spammer, by=researcher, reason=WHY, numbers=numbers)
+    action = worker_act(kind="recollect", campaign=campaign, worker=spammer, by=researcher, reason=WHY, numbers=numbers)
 
     assert action.numbers == {**numbers, "labels_voided": 3}
     labels = Label.objects.filter(pk__in=given)
@@ -388,7 +390,8 @@ def test_undo_logs_the_inverse_action_once(make_campaign, researcher):
     rule = rule_create(
         campaign=campaign, by=researcher, metric="straight_lining", threshold=0.9, min_labels=1, action="exclude"
     )
-    automatic = worker_exclude(
+    automatic = worker_act(
+        kind="exclude",
         campaign=campaign,
         worker=worker,
         rule=rule,
@@ -410,19 +413,19 @@ def test_undo_logs_the_inverse_action_once(make_campaign, researcher):
     assert refused.value.code == "not_undoable"
 
     # An exclusion superseded by later ones is only marked undone: the latest decides the standing.
-    first = worker_exclude(campaign=campaign, worker=worker, rule=rule, reason="again")
-    worker_include(campaign=campaign, worker=worker, by=researcher, reason="no")
-    worker_exclude(campaign=campaign, worker=worker, by=researcher, reason="yes after all")
+    first = worker_act(kind="exclude", campaign=campaign, worker=worker, rule=rule, reason="again")
+    worker_act(kind="include", campaign=campaign, worker=worker, by=researcher, reason="no")
+    worker_act(kind="exclude", campaign=campaign, worker=worker, by=researcher, reason="yes after all")
     action_undo(action=first, by=researcher)
     assert Participation.objects.get(worker=worker).excluded_at is not None
     assert WorkerAction.objects.filter(kind="include").count() == 2
 
-    flag = worker_flag(campaign=campaign, worker=worker, rule=rule, reason="looks odd")
+    flag = worker_act(kind="flag", campaign=campaign, worker=worker, rule=rule, reason="looks odd")
     action_undo(action=flag, by=researcher)
     assert WorkerAction.objects.filter(kind__in=["include", "unblock"]).count() == 2  # a flag has no inverse
-    assert worker_flag(campaign=campaign, worker=worker, rule=rule, reason="looks odd").pk != flag.pk
+    assert worker_act(kind="flag", campaign=campaign, worker=worker, rule=rule, reason="looks odd").pk != flag.pk
 
-    recollect = worker_recollect(campaign=campaign, worker=worker, rule=rule, reason="spam")
+    recollect = worker_act(kind="recollect", campaign=campaign, worker=worker, rule=rule, reason="spam")
     action_undo(action=recollect, by=researcher)
     assert [a.kind for a in WorkerAction.objects.filter(numbers__undoes=recollect.pk).order_by("pk")] == [
         "include",
@@ -438,7 +441,8 @@ def test_the_workers_page_acts_logs_and_undoes(client, make_campaign, researcher
     rule = rule_create(
         campaign=campaign, by=researcher, metric="straight_lining", threshold=0.5, min_labels=1, action="block"
     )
-    automatic = worker_block(
+    automatic = worker_act(
+        kind="block",
         campaign=campaign,
         worker=worker,
         rule=rule,
@@ -514,7 +518,7 @@ def test_a_worker_labeling_while_being_recollected_keeps_every_guarantee(make_ca
     thread = threading.Thread(target=label_on)
     thread.start()
     started.wait(30)
-    action = worker_recollect(campaign=campaign, worker=spammer, by=researcher, reason=WHY)
+    action = worker_act(kind="recollect", campaign=campaign, worker=spammer, by=researcher, reason=WHY)
     thread.join(60)
     assert not errors, [str(e) for e in errors]
     assert not thread.is_alive()

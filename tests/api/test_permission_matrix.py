@@ -123,10 +123,12 @@ def unseen_prompt(world) -> None:
 
 def worker_action(world) -> None:
     """A flag on the world's worker in its campaign, as ``W("action_id")``."""
-    from annotation.services.quality import worker_flag
+    from annotation.services.quality import worker_act
 
     worker = services.worker_for_user(user=world["users"]["worker"])
-    world["kwargs"]["action_id"] = worker_flag(campaign=world["campaign"], worker=worker, reason="matrix").pk
+    world["kwargs"]["action_id"] = worker_act(
+        kind="flag", campaign=world["campaign"], worker=worker, reason="matrix"
+    ).pk
 
 
 def quality_rule(world) -> None:
@@ -251,6 +253,7 @@ TABLE: dict[str, list[Probe]] = {
     "audits/<slug:slug>/data.json": [managers("GET", 200, anonymous=404)],  # polled by the page: no redirect
     "audits/<slug:slug>/report.<str:fmt>": [managers("GET", 200, kwargs={"fmt": "json"}, prepare=full_audit)],
     "audits/<slug:slug>/recompute/": [managers("POST", 302)],
+    "audits/<slug:slug>/ground-truths/": [managers("POST", 302)],  # no methods ticked: refused, back to the page
     # --- Channels: MTurk's frame and panel links authenticate by signed token or panel session, not
     # by role, so every role gets the same answer without them ------------------------------------
     "channels/mturk/task/": [everyone("GET", 404)],  # no publication parameter

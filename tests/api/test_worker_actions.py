@@ -6,7 +6,7 @@ import pytest
 
 from annotation import services
 from annotation.models import Participation, WorkerAction
-from annotation.services.quality import worker_block
+from annotation.services.quality import worker_act
 from annotation.services.rules import rule_create
 from tests.helpers import assert_error, label_one
 
@@ -74,7 +74,8 @@ def test_an_action_by_a_rule_is_automatic_and_undoable(crowd, researcher, api):
         campaign=crowd, by=researcher, metric="straight_lining", threshold=0.5, min_labels=2, action="block"
     )
     worker = services.worker_get_or_create(channel="sim", external_id="a")
-    worker_block(
+    worker_act(
+        kind="block",
         campaign=crowd,
         worker=worker,
         rule=rule,

@@ -7,7 +7,7 @@ import pytest
 
 from annotation import services
 from annotation.models import Label, Participation, WorkerAction
-from annotation.services.quality import worker_block
+from annotation.services.quality import worker_act
 from annotation.services.rules import rule_create
 from tests.helpers import PHONE, label_one, no_horizontal_scroll, page_problems, share_session, sign_in, signed_in
 
@@ -27,7 +27,8 @@ def test_a_researcher_excludes_recollects_and_undoes_from_the_workers_page(
     rule = rule_create(
         campaign=campaign, by=researcher, metric="straight_lining", threshold=0.9, min_labels=2, action="block"
     )
-    automatic = worker_block(
+    automatic = worker_act(
+        kind="block",
         campaign=campaign,
         worker=careless,
         rule=rule,

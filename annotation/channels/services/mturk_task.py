@@ -61,7 +61,7 @@ def mturk_nothing_left(*, assignment: MTurkAssignment) -> MTurkWorkerBlock:
 
 @transaction.atomic(savepoint=False)
 def mturk_worker_block(*, campaign_id: int, worker: Worker) -> list[MTurkWorkerBlock]:
-    """A worker blocked from the campaign (``annotation.services.quality.worker_block``): like a worker
+    """A worker blocked from the campaign (``annotation.services.quality.worker_act``): like a worker
     with nothing left, they get the block-list qualification (``mturk_block_worker_task`` after commit)
     of each of the campaign's MTurk publications their channel comes through, so MTurk stops showing
     them its HITs. In the caller's transaction; a publication not published yet gets its block pushed
@@ -82,7 +82,7 @@ def mturk_worker_block(*, campaign_id: int, worker: Worker) -> list[MTurkWorkerB
 
 @transaction.atomic(savepoint=False)
 def mturk_worker_unblock(*, campaign_id: int, worker: Worker) -> int:
-    """A worker unblocked in the campaign (``annotation.services.quality.worker_unblock``): their
+    """A worker unblocked in the campaign (``annotation.services.quality.worker_act``): their
     block-list qualification is lifted (``mturk_unblock_worker_task`` after commit) on each of the
     campaign's MTurk publications, except where they have nothing left (MTurk would show them HITs they
     cannot take). In the caller's transaction; returns how many blocks are being lifted."""

@@ -80,6 +80,24 @@ class Command(BaseCommand):
         )
         parser.add_argument("--predictions", help="a system's predictions (prompt, prediction): scored per partition")
         parser.add_argument("--predictions-b", help="a second system's predictions: per-rater paired t-test")
+        parser.add_argument(
+            "--metric",
+            choices=["auto", "accuracy", "spearman"],
+            default="auto",
+            help="how systems are scored: accuracy (categories) or Spearman's rho (graded scores on ratings); "
+            "default auto",
+        )
+        parser.add_argument(
+            "--bootstrap",
+            type=int,
+            default=1000,
+            metavar="N",
+            help="crossed-bootstrap resamples for the six numbers' 95%% intervals (report key intervals); "
+            "0 skips them (default 1000)",
+        )
+        parser.add_argument(
+            "--seed", type=int, default=0, help="seed of the bootstrap (default 0): same seed, same intervals"
+        )
         parser.add_argument("--second", help="a second labels file over the same prompts: reproducibility")
         parser.add_argument(
             "--alpha-level",
@@ -134,6 +152,9 @@ class Command(BaseCommand):
                 second=second,
                 campaign=opts["campaign"],
                 ground_truths=tuple(dict.fromkeys(opts["ground_truth"])),
+                metric=opts["metric"],
+                bootstrap=opts["bootstrap"],
+                seed=opts["seed"],
             )
         except LabelFileError as exc:
             raise CommandError(str(exc)) from None
