@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import requests
-from soak import BIN, REPO, free_port, wait_for_port
+from stack import BIN, REPO, free_port, redis_server_argv, wait_for_port
 
 if TYPE_CHECKING:  # Django is set up in main(), after the environment names the benchmark database
     from annotation.models import Campaign
@@ -164,19 +164,7 @@ class Stack:
     def start(self) -> None:
         self._start(
             "redis",
-            [
-                "redis-server",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.redis_port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
+            redis_server_argv(self.redis_port, self.workdir),
             self.redis_port,
         )
         self.web = self._start(

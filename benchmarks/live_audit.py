@@ -45,19 +45,10 @@ from datetime import UTC
 from pathlib import Path
 
 from assignment import copy_rows
+from stack import BIN, REPO, free_port, redis_server_argv
 
-REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 sys.path.insert(0, str(REPO))
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def process_tree_cpu(pid: int) -> float:
@@ -598,19 +589,7 @@ def main(argv=None) -> int:
     try:
         services.start(
             "redis",
-            [
-                "redis-server",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(redis_port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-            ],
+            redis_server_argv(redis_port, workdir),
         )
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
         import django

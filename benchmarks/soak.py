@@ -41,7 +41,6 @@ import argparse
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,26 +51,9 @@ from collections import Counter
 from pathlib import Path
 
 import requests
+from stack import BIN, REPO, free_port, redis_server_argv, wait_for_port
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = REPO / ".venv" / "bin"
 LEASE_SECONDS = 20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
 class Stack:
@@ -111,19 +93,7 @@ class Stack:
     def start_redis(self) -> None:
         self._start(
             "redis",
-            [
-                "redis-server",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.redis_port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
+            redis_server_argv(self.redis_port, self.workdir),
         )
         wait_for_port(self.redis_port, 10)
 

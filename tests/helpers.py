@@ -5,7 +5,6 @@ files. Fixtures are in tests/conftest.py."""
 import io
 import itertools
 import json
-import socket
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -52,12 +51,6 @@ def page_problems(page, *, http: bool = False) -> list[str]:
             lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and problems.append(f"{r.status} {r.url}"),
         )
     return problems
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def prompts_jsonl(n: int, *, prefix: str = "p", gold: bool = True) -> bytes:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers import free_port
+from benchmarks.stack import free_port
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from kombu import Connection, Exchange, Queue
 
-from tests.helpers import free_port
+from benchmarks.stack import free_port, redis_server_argv
 
 pytestmark = pytest.mark.services
 
@@ -21,7 +21,7 @@ def redis_server(tmp_path):
         pytest.skip("redis-server is not installed (bin/test needs it for the live tests anyway)")
     port = free_port()
     process = subprocess.Popen(
-        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--dir", str(tmp_path)],
+        redis_server_argv(port, tmp_path),
         stdout=subprocess.DEVNULL,
     )
     url = f"redis://127.0.0.1:{port}/0"

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection
 
 from audits.models import AuditSnapshot
-from tests.helpers import free_port
+from benchmarks.stack import free_port, redis_server_argv
 
 BASE_DIR = Path(settings.BASE_DIR)
 # The worker's audit settings in these tests: a 1 s beat sweep, and every snapshot kept.
@@ -88,19 +88,7 @@ class RedisServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
+            redis_server_argv(self.port, self.workdir),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
