@@ -118,15 +118,16 @@ def ground_truths_request(request, slug):
         run, created = services.ground_truths_request(
             campaign=campaign, methods=request.POST.getlist("methods"), by=request.user
         )
-    except ValidationError as error:
-        messages.error(request, " ".join(error.message_dict["methods"]))
+    except ValidationError:
+        messages.error(request, "Tick one or more methods: " + ", ".join(truths.NAMES.values()) + ".")
     else:
+        names = ", ".join(truths.NAMES[m] for m in run.methods)
         if created:
             messages.success(
-                request, "Ground truths requested; the dashboard shows them when a worker has computed them."
+                request, f"Ground truths by {names} requested; they appear here once a worker has computed them."
             )
         else:
-            messages.info(request, f"Ground truths by {', '.join(run.methods)} are already waiting for a worker.")
+            messages.info(request, f"Ground truths by {names} are already waiting for a Celery worker.")
     return redirect(reverse("audit_dashboard", args=[campaign.slug]) + "#ground-truths")
 
 

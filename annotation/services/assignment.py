@@ -210,6 +210,9 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
             raise LabelRefused(str(exc), code="bad_value") from exc
         now = timezone.now()
         if lease.status == Lease.Status.RELEASED:
+            # Blocking a worker releases the lease they hold: say why, not "you gave it back".
+            if Participation.objects.filter(campaign=campaign, worker=worker, blocked_at__isnull=False).exists():
+                raise LabelRefused(BLOCKED_REASON, code=BLOCKED)
             raise LabelRefused("You gave this prompt back; ask for a new one.", code="lease_released")
         if lease.expires_at <= now:
             if campaign.status == Campaign.Status.CLOSED:

@@ -376,6 +376,13 @@
     drawAgreement(full.agreement, full.agreement_note);
   }
 
+  /* A method's name as its checkbox says it (Dawid–Skene), for its key in the feed (dawid_skene). */
+  function methodName(key) {
+    var box = document.querySelector('#ground-truths input[name="methods"][value="' + key + '"]');
+    var label = box && box.nextSibling ? box.nextSibling.textContent.trim() : "";
+    return label || key;
+  }
+
   /* The newest ground truths that finished, and whether a newer request is still waiting for a worker. */
   function drawTruths(truths) {
     var status = $("truths-status");
@@ -387,7 +394,7 @@
     } else if (shown) {
       parts.push("The last request failed: " + shown.error);
     }
-    if (latest.status === "pending") parts.push("A request (" + latest.methods.join(", ") + ") is waiting for a Celery worker.");
+    if (latest.status === "pending") parts.push("A request (" + latest.methods.map(methodName).join(", ") + ") is waiting for a Celery worker or being computed.");
     text(status, parts.join(" "));
     var rows = shown ? shown.rows : [];
     $("truths-table").hidden = !rows.length;

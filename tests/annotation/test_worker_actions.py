@@ -236,8 +236,9 @@ def test_a_blocked_worker_gets_no_prompt_and_loses_the_one_they_hold(make_campai
     held.refresh_from_db()
     assert held.status == Lease.Status.RELEASED
     assert not Slot.objects.filter(lease=held).exists()  # the slot is free for others
-    with pytest.raises(services.LabelRefused):
+    with pytest.raises(services.LabelRefused, match="stopped giving you prompts") as refused:
         services.label_submit(lease_id=held.pk, worker=worker, value=1, client_token="late")
+    assert refused.value.code == "blocked"  # not "you gave this prompt back"
     refusal = services.lease_acquire(campaign=campaign, worker=worker)
     assert isinstance(refusal, services.NothingLeft) and refusal.code == "blocked"
     assert selectors.worker_outlook(campaign=campaign, worker=worker).code == "blocked"
