@@ -31,7 +31,7 @@ def main() -> None:
     rng = random.Random(int(os.environ.get("CHORUS_SUBMITTER_SEED", "1")))
     seq = itertools.count(1)
     prefix = os.environ.get("CHORUS_SUBMITTER_PREFIX", str(os.getpid()))
-    workers = []
+    identities = []  # external ids: a test's database flush may delete the Worker rows between commands
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         command = json.loads(line)
@@ -44,14 +44,13 @@ def main() -> None:
                 seconds, acks, attempts = [], 0, 0
                 while acks < command["n"] and attempts < command["n"] * 5:
                     attempts += 1
-                    if len(workers) < command.get("workers", 8):
-                        workers.append(
-                            services.worker_get_or_create(channel="sim", external_id=f"{prefix}-{next(seq)}")
-                        )
-                    worker = rng.choice(workers)
+                    if len(identities) < command.get("workers", 8):
+                        identities.append(f"{prefix}-{next(seq)}")
+                    identity = rng.choice(identities)
+                    worker = services.worker_get_or_create(channel="sim", external_id=identity)
                     lease = services.lease_acquire(campaign=campaign, worker=worker)
                     if not isinstance(lease, Lease):
-                        workers.remove(worker)
+                        identities.remove(identity)
                         continue
                     started = time.perf_counter()
                     services.label_submit(
