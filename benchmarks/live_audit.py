@@ -45,7 +45,7 @@ from datetime import UTC
 from pathlib import Path
 
 from assignment import copy_rows
-from stack import BIN, REPO, free_port, redis_server_argv
+from stack import REPO, celery_worker_argv, free_port, redis_server_argv
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 sys.path.insert(0, str(REPO))
@@ -113,26 +113,7 @@ class Services:
             self.stop(name)
 
     def start_worker(self) -> subprocess.Popen:
-        proc = self.start(
-            "celery",
-            [
-                str(BIN / "celery"),
-                "-A",
-                "config",
-                "worker",
-                "-B",
-                "--concurrency",
-                "2",
-                "-O",
-                "fair",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(self.workdir / "celerybeat-schedule"),
-                "-n",
-                f"bench-{uuid.uuid4().hex[:6]}@%h",
-            ],
-        )
+        proc = self.start("celery", celery_worker_argv(self.workdir, f"bench-{uuid.uuid4().hex[:6]}"))
         deadline = time.monotonic() + 90
         log = self.workdir / "celery.log"
         while time.monotonic() < deadline:

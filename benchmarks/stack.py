@@ -45,3 +45,25 @@ def redis_server_argv(port: int, folder: Path) -> list[str]:
         "--dir",
         str(folder),
     ]
+
+
+def celery_worker_argv(folder: Path, name: str) -> list[str]:
+    """The demo's Celery worker (with its embedded beat; README "Live audits"), its beat schedule in
+    ``folder``, named ``name``@host so that two on one machine never answer for each other."""
+    return [
+        str(BIN / "celery"),
+        "-A",
+        "config",
+        "worker",
+        "-B",
+        "--concurrency",
+        "2",
+        "-O",
+        "fair",
+        "--loglevel",
+        "INFO",
+        "--schedule",
+        str(folder / "celerybeat-schedule"),
+        "-n",
+        f"{name}@%h",
+    ]

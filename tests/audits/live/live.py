@@ -21,14 +21,13 @@ from django.conf import settings
 from django.db import connection
 
 from audits.models import AuditSnapshot
-from benchmarks.stack import free_port, redis_server_argv
+from benchmarks.stack import celery_worker_argv, free_port, redis_server_argv
 
 BASE_DIR = Path(settings.BASE_DIR)
 # The worker's audit settings in these tests: a 1 s beat sweep, and every snapshot kept.
 WORKER_ENV = {"CHORUS_AUDIT_SWEEP_SECONDS": 1, "CHORUS_AUDIT_HISTORY_RESOLUTION": 0}
 # Without the beat sweep's help: snapshots can only come from the labels' own on-commit triggers.
 NO_SWEEP = {**WORKER_ENV, "CHORUS_AUDIT_SWEEP_SECONDS": 3600}
-BIN = Path(sys.executable).parent
 
 
 def db_env() -> dict:
@@ -121,23 +120,7 @@ class CeleryWorker:
         self.proc: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
-        return [
-            str(BIN / "celery"),
-            "-A",
-            "config",
-            "worker",
-            "-B",
-            "--concurrency",
-            "2",
-            "-O",
-            "fair",
-            "--loglevel",
-            "INFO",
-            "--schedule",
-            str(self.workdir / "celerybeat-schedule"),
-            "-n",
-            f"live-{os.getpid()}-{free_port()}@%h",
-        ]
+        return celery_worker_argv(self.workdir, f"live-{os.getpid()}-{free_port()}")
 
     def start(self, timeout: float = 60) -> None:
         self.log = open(self.log_path, "wb")
