@@ -76,7 +76,7 @@ class WorkerActionOutput(serializers.ModelSerializer):
         return action.by_id is None
 
     def get_undoable(self, action) -> bool:
-        return action.kind in quality.UNDOABLE and action.undone_at is None
+        return selectors.action_undoable(action)
 
     def get_undo_note(self, action) -> str | None:
         return quality.RECOLLECT_UNDO_NOTE if action.kind == WorkerAction.Kind.RECOLLECT else None

@@ -51,6 +51,10 @@ class WorkerAction(models.Model):
         UNBLOCK = "unblock", "Unblocked"
         RECOLLECT = "recollect", "Labels voided for re-collection"
 
+    # The kinds that set or clear each standing: the latest action of a family is the standing's cause.
+    EXCLUSION = (Kind.EXCLUDE, Kind.RECOLLECT, Kind.INCLUDE)
+    BLOCKING = (Kind.BLOCK, Kind.RECOLLECT, Kind.UNBLOCK)
+
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="worker_actions")
     worker = models.ForeignKey("annotation.Worker", on_delete=models.PROTECT, related_name="actions")
     kind = models.CharField(max_length=10, choices=Kind.choices)

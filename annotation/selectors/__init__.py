@@ -31,6 +31,7 @@ from .labels import EXPORT_FIELDS, campaign_labels, label_export_rows
 from .workers import (
     LiveLeases,
     WorkerProgress,
+    action_undoable,
     campaign_live_leases,
     campaign_worker,
     campaign_workers,
@@ -72,6 +73,7 @@ __all__ = [
     "live_lease",
     "refusal_before_slots",
     "slot_is_free",
+    "action_undoable",
     "worker_actions_of",
     "worker_control_results",
     "worker_label_count",

@@ -39,12 +39,41 @@ def campaign_worker(*, campaign: Campaign, public_id: str) -> Worker | None:
 
 
 def worker_actions_of(*, campaign: Campaign) -> QuerySet[WorkerAction]:
-    """The campaign's log of actions on workers, newest first, each with its worker, rule and people."""
+    """The campaign's log of actions on workers, newest first, each with its worker, rule and people, and
+    whether a later action on the same worker changed their exclusion (``later_exclusion``) or their
+    blocking (``later_blocking``): see :func:`action_undoable`."""
+
+    def later(kinds) -> Exists:
+        return Exists(
+            WorkerAction.objects.filter(
+                campaign_id=OuterRef("campaign_id"),
+                worker_id=OuterRef("worker_id"),
+                kind__in=kinds,
+                pk__gt=OuterRef("pk"),
+            )
+        )
+
     return (
         WorkerAction.objects.filter(campaign=campaign)
         .select_related("worker__user", "by", "undone_by", "rule")
+        .annotate(later_exclusion=later(WorkerAction.EXCLUSION), later_blocking=later(WorkerAction.BLOCKING))
         .order_by("-created_at", "-id")
     )
+
+
+def action_undoable(action: WorkerAction) -> bool:
+    """Whether undoing the action would change something now: a flag, exclusion, block or re-collection
+    not undone yet, whose standing no later action decided (``worker_actions_of``'s annotations; an
+    action without them is taken as the newest). Undoing a superseded one only marks it."""
+    if action.undone_at is not None or action.kind in (WorkerAction.Kind.INCLUDE, WorkerAction.Kind.UNBLOCK):
+        return False
+    later_exclusion = getattr(action, "later_exclusion", False)
+    later_blocking = getattr(action, "later_blocking", False)
+    return {
+        WorkerAction.Kind.EXCLUDE: not later_exclusion,
+        WorkerAction.Kind.BLOCK: not later_blocking,
+        WorkerAction.Kind.RECOLLECT: not (later_exclusion and later_blocking),
+    }.get(action.kind, True)
 
 
 @dataclass(frozen=True)

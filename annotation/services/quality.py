@@ -41,9 +41,6 @@ from audits.services import audit_stats_invalidate
 
 Kind = WorkerAction.Kind
 REASON_MAX = WorkerAction._meta.get_field("reason").max_length
-# The kinds that set each state, and the one that clears it: the latest of a family is the state's cause.
-_EXCLUSION = (Kind.EXCLUDE, Kind.RECOLLECT, Kind.INCLUDE)
-_BLOCKING = (Kind.BLOCK, Kind.RECOLLECT, Kind.UNBLOCK)
 #: The kinds an undo reverses; an include or an unblock is reversed by excluding or blocking again.
 UNDOABLE = (Kind.FLAG, Kind.EXCLUDE, Kind.BLOCK, Kind.RECOLLECT)
 RECOLLECT_UNDO_NOTE = (
@@ -114,11 +111,15 @@ def action_undo(*, action: WorkerAction, by) -> WorkerAction:
             return action
         now = timezone.now()
         numbers = {"undoes": action.pk}
-        families = {Kind.EXCLUDE: [_EXCLUSION], Kind.BLOCK: [_BLOCKING], Kind.RECOLLECT: [_EXCLUSION, _BLOCKING]}
+        families = {
+            Kind.EXCLUDE: [WorkerAction.EXCLUSION],
+            Kind.BLOCK: [WorkerAction.BLOCKING],
+            Kind.RECOLLECT: [WorkerAction.EXCLUSION, WorkerAction.BLOCKING],
+        }
         for family in families.get(action.kind, []):
             if _latest(action.campaign_id, action.worker_id, family).pk != action.pk:
                 continue  # a later action decides this state now
-            inverse = Kind.INCLUDE if family is _EXCLUSION else Kind.UNBLOCK
+            inverse = Kind.INCLUDE if family is WorkerAction.EXCLUSION else Kind.UNBLOCK
             _apply(inverse, participation, now)
             _log(inverse, participation, by=by, rule=None, reason=reason, numbers=numbers, now=now)
         action.undone_at, action.undone_by = now, by
@@ -226,8 +227,8 @@ def _holding(kind: str, participation: Participation, rule: QualityRule | None) 
         if not (excluded and blocked) or _counted_labels(campaign_id, worker_id).exists():
             return None
         return _latest(campaign_id, worker_id, (Kind.RECOLLECT,))
-    family = _EXCLUSION if kind in (Kind.EXCLUDE, Kind.INCLUDE) else _BLOCKING
-    state = excluded if family is _EXCLUSION else blocked
+    family = WorkerAction.EXCLUSION if kind in (Kind.EXCLUDE, Kind.INCLUDE) else WorkerAction.BLOCKING
+    state = excluded if family is WorkerAction.EXCLUSION else blocked
     wanted = kind in (Kind.EXCLUDE, Kind.BLOCK)
     if state != wanted:
         return None

@@ -52,7 +52,7 @@ def _page(request, campaign: Campaign, *, form: WorkerActionForm | None = None, 
     log = Paginator(selectors.worker_actions_of(campaign=campaign), ACTIONS_PER_PAGE).get_page(request.GET.get("log"))
     for action in log:
         action.numbers_shown = numbers_shown(action.numbers)
-        action.undoable = action.kind in quality.UNDOABLE and action.undone_at is None
+        action.undoable = selectors.action_undoable(action)
     context = {
         "campaign": campaign,
         "workers": workers.get_page(request.GET.get("page")),

@@ -17,6 +17,7 @@ import threading
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
+from rest_framework.test import APIClient
 
 from annotation import selectors, services
 from annotation.channels import services as channel_services
@@ -527,3 +528,32 @@ def test_a_worker_labeling_while_being_recollected_keeps_every_guarantee(make_ca
     assert not Label.objects.counted().filter(worker=spammer).exists()
     _crowd(campaign, others, seed=9)
     assert selectors.invariant_violations(campaign=campaign, acknowledged=acknowledged, complete=True) == []
+
+
+def test_only_actions_whose_standing_still_holds_offer_an_undo(make_campaign, researcher):
+    from annotation.selectors import action_undoable, worker_actions_of
+
+    campaign = make_campaign(4, k=2)
+    worker = _sim_worker("undo")
+    label_one(campaign, worker)
+    block = worker_act(kind="block", campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    exclude = worker_act(kind="exclude", campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    flag = worker_act(kind="flag", campaign=campaign, worker=worker, by=researcher, reason=WHY)
+
+    def undoable() -> dict[int, bool]:
+        return {action.pk: action_undoable(action) for action in worker_actions_of(campaign=campaign)}
+
+    assert undoable() == {block.pk: True, exclude.pk: True, flag.pk: True}  # an exclusion does not decide a block
+    unblock = worker_act(kind="unblock", campaign=campaign, worker=worker, by=researcher, reason="Talked to them.")
+    # The block's standing is decided by the unblock now: undoing it would change nothing.
+    assert undoable() == {block.pk: False, exclude.pk: True, flag.pk: True, unblock.pk: False}
+    recollect = worker_act(kind="recollect", campaign=campaign, worker=worker, by=researcher, reason=WHY)
+    worker_act(kind="include", campaign=campaign, worker=worker, by=researcher, reason="Back in the audit.")
+    assert undoable()[recollect.pk]  # it still blocks them
+    worker_act(kind="unblock", campaign=campaign, worker=worker, by=researcher, reason="And unblocked.")
+    assert not undoable()[recollect.pk]
+    client = APIClient()
+    client.force_authenticate(researcher)
+    listed = client.get(f"/api/v1/campaigns/{campaign.slug}/worker-actions/").json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert {row["id"]: row["undoable"] for row in rows} == undoable()
