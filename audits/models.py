@@ -214,3 +214,64 @@ class GroundTruthRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.campaign} ground truths ({', '.join(self.methods)}): {self.status}"
+
+
+class System(models.Model):
+    """A system's predictions for a campaign's prompts, uploaded by a researcher to be scored against
+    the crowd's labels (``audits.services.systems``). ``predictions`` maps a prompt's external id to
+    the system's answer: a label value of the campaign's schema, a graded score on a rating campaign
+    (scored by Spearman's ρ), or, for free-text campaigns, a ranked list of answers; ``samples``
+    holds free-text systems' sampled answers (with repeats) where they were uploaded."""
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="systems")
+    name = models.CharField(max_length=80)
+    predictions = models.JSONField(help_text="{prompt external id: prediction}.")
+    samples = models.JSONField(null=True, blank=True, help_text="Free text: {prompt external id: [sampled answers]}.")
+    n_predictions = models.PositiveIntegerField(default=0)
+    filename = models.CharField(max_length=255, blank=True)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    uploaded_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["campaign", "name"], name="system_name_unique")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.campaign} system {self.name}"
+
+
+class BootstrapRun(models.Model):
+    """Bootstrap intervals of a campaign's instrument card (the noise numbers, α, the systems' scores),
+    resampled by a Celery worker when a researcher asks: 1,000 resamples take seconds, too slow for a
+    page. ``done_resamples`` is the progress the card shows; ``data`` the intervals, on the labels
+    counted at ``watermark``."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for a Celery worker"
+        RUNNING = "running", "Resampling"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="bootstrap_runs")
+    resamples = models.PositiveIntegerField(default=1000)
+    seed = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=7, choices=Status.choices, default=Status.PENDING)
+    done_resamples = models.PositiveIntegerField(default=0, help_text="Progress: resamples drawn so far.")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    watermark = models.PositiveBigIntegerField(null=True, blank=True, help_text="Label rows the run saw.")
+    data = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(default=0.0)
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign", "-requested_at"], name="bootstraprun_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.campaign} bootstrap ({self.resamples} resamples): {self.status}"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from audits import views
+from audits.views import dashboard as views
 
 urlpatterns = [
     # Before the campaign pattern, which "guide" would match too.

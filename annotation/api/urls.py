@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from annotation.api import auth, campaigns, labels, quality, rules, worker_loop
 from annotation.exporting import FORMATS
 from annotation.services.campaigns import TRANSITIONS
-from audits import api as audit_api
+from audits.api import audit as audit_api
 
 app_name = "api"
 campaign = "v1/campaigns/<slug:slug>"
@@ -55,7 +55,7 @@ urlpatterns = [
         path(f"{campaign}/labels.{fmt}", labels.LabelExportApi.as_view(fmt=fmt), name=f"labels-{fmt}")
         for fmt in FORMATS
     ),
-    # The live audit's views live in the audits app (audits/api.py); routed here, under one API namespace.
+    # The live audit's views live in the audits app (audits/api/); routed here, under one API namespace.
     path(f"{campaign}/audit/", audit_api.AuditApi.as_view(), name="audit"),
     path(f"{campaign}/audit/snapshots/", audit_api.AuditSnapshotListApi.as_view(), name="audit-snapshots"),
     *(

@@ -18,7 +18,7 @@ from annotation.selectors import campaign_for_user
 from audits import selectors, services
 from audits.engine.markdown import render_markdown
 from audits.models import AuditSnapshot
-from audits.views import feed_response
+from audits.views.dashboard import feed_response
 
 
 class AuditApi(APIView):
