@@ -21,6 +21,7 @@ import requests
 
 REQUEST_TIMEOUT = 15
 MAX_CONSECUTIVE_ERRORS = 5
+WRONG_ANSWER = "no idea"  # what a careless simulated worker types on a free-text prompt
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class _Form:
         self.hidden: dict[str, str] = {}
         self.buttons: list[tuple[str, str]] = []
         self.radios: dict[str, list[str]] = {}
+        self.texts: list[str] = []  # free text: the names of the text inputs
 
 
 class _Page(HTMLParser):
@@ -103,6 +105,8 @@ class _Page(HTMLParser):
                 self._form.radios.setdefault(name, []).append(value)
             elif kind == "submit":
                 self._form.buttons.append((name, value))
+            elif kind == "text":
+                self._form.texts.append(name)
 
     def handle_endtag(self, tag):
         if tag == "form":
@@ -196,6 +200,9 @@ class SimulatedWorker(threading.Thread):
             names = sorted(form.radios, key=lambda name: int(name.rsplit("_", 1)[1]))
             per_option = truth if isinstance(truth, list) and len(truth) == len(names) else [None] * len(names)
             return {name: self._answer(form.radios[name], t) for name, t in zip(names, per_option)}
+        if "value" in form.texts:  # free text: the truth is the accepted answers; a wrong one is a shrug
+            accepted = [truth] if isinstance(truth, str) else list(truth or [])
+            return {"value": self._answer([*accepted, WRONG_ANSWER], accepted[0] if accepted else None)}
         choices = [value for name, value in form.buttons if name == "value"]
         return {"value": self._answer(choices, truth)}
 

@@ -56,7 +56,8 @@ def export_rows(*, campaign: Campaign, pseudonymize: bool = False, labels=None) 
 
 def neutralise_cell(value) -> str:
     """The CSV text of one cell, defused if a spreadsheet would read it as a formula."""
-    text = "" if value is None else str(value)
+    # A free-text control's gold is a list of accepted answers: JSON, not Python's repr of a list.
+    text = "" if value is None else json.dumps(value, ensure_ascii=False) if isinstance(value, list) else str(value)
     if text.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
         return "'" + text
     return text

@@ -78,6 +78,8 @@ class CampaignForm(forms.ModelForm):
             "scale_max",
             "scale_anchors",
             "binarization",
+            "answer_min_length",
+            "answer_max_length",
             "k",
             "k_max",
             "stop_confidence",
@@ -99,6 +101,8 @@ class CampaignForm(forms.ModelForm):
             "control_first": "Controls first (qualification)",
             "positive_text": "Answer for 1",
             "negative_text": "Answer for 0",
+            "answer_min_length": "Shortest answer (free text)",
+            "answer_max_length": "Longest answer (free text)",
         }
         help_texts = {
             "instructions": "Markdown, shown to workers before and while they label.",
@@ -112,6 +116,9 @@ class CampaignForm(forms.ModelForm):
             "lease_seconds": "How long a worker holds a prompt before it may go to somebody else; an open "
             "labeling page keeps extending it.",
             "max_labels_per_worker": "Leave empty for no cap.",
+            "answer_min_length": "Free text: the fewest characters an answer may have, after trimming (1 or more).",
+            "answer_max_length": "Free text: the most characters an answer may have (the text box stops there); "
+            "60 fits a short phrase such as “brush my teeth”.",
             "control_rate": "The share of each worker's prompts that are control prompts (known gold, outside k and "
             "the audit), between 0 and 1: 0.1 is about one in ten. Leave empty for none.",
             "control_first": "How many of each worker's first prompts are controls, as a qualification; 0 or empty "
@@ -122,13 +129,25 @@ class CampaignForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["control_first"].required = False
         self.fields["stop_confidence"].required = False
+        self.fields["answer_min_length"].required = False
+        self.fields["answer_max_length"].required = False
 
     def clean_control_first(self) -> int:
         return self.cleaned_data["control_first"] or 0  # left empty: none
 
+    def clean_answer_min_length(self) -> int:
+        return self._or_default("answer_min_length")
+
+    def clean_answer_max_length(self) -> int:
+        return self._or_default("answer_max_length")
+
+    def _or_default(self, name: str):
+        """A field left empty (or absent: forms of other schemas) takes the model's default."""
+        value = self.cleaned_data[name]
+        return Campaign._meta.get_field(name).default if value is None else value
+
     def clean_stop_confidence(self) -> float:
-        value = self.cleaned_data["stop_confidence"]  # left empty: the model's default
-        return Campaign._meta.get_field("stop_confidence").default if value is None else value
+        return self._or_default("stop_confidence")
 
     def clean(self):
         cleaned = super().clean()

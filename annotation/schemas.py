@@ -1,12 +1,20 @@
 """Label schemas: which values a campaign accepts, how workers enter them, how the audit binarizes them."""
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 # ASCII digits only: str.isdigit() also takes "²" and "١", which int() refuses or reads as another
 # number. Nine digits are more than any scale bound (a SmallIntegerField) and never reach int()'s limit.
 _INTEGER = re.compile(r"-?[0-9]{1,9}")
 MAX_SHOWN = 40  # characters of a refused value quoted back in a message
+FREE_TEXT = "free_text"
+# Whitespace a pasted answer may bring along: collapsed into one space with the rest of the layout.
+# Every other control character (and format, surrogate, private-use, unassigned code point) is
+# refused: it is invisible on the page, so two answers that look the same would count as two.
+_LAYOUT = frozenset("\t\n\r")
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
+_ZWJ = "\u200d"  # a format character, but it joins emoji sequences (👩‍🔬): part of what was typed
 
 
 class LabelValueError(ValueError):
@@ -48,6 +56,36 @@ def binarization_clean(pairs) -> dict[str, int]:
     return mapping
 
 
+def answer_normalize(value) -> str:
+    """A free-text answer as stored: NFC-normalised, trimmed, its inner whitespace collapsed to one
+    space. Raises LabelValueError for a value that is not text or holds a non-printing character.
+
+    NFC because one answer can arrive in several code-point spellings of the same text ("é" as one
+    code point, or as "e" and a combining accent, depending on the keyboard): comparing, counting,
+    clustering and length limits must see it once. Not NFKC, which would change what was typed
+    ("x²" → "x2", full-width letters). Whitespace carries no meaning in a short answer; collapsing it
+    lets "take  a shower " and "take a shower" be one answer. The raw answer is not kept: it differs
+    from the stored one only by whitespace and by canonically equivalent spellings (refused
+    characters are refused, never stripped), so it would hold nothing a researcher could use.
+    """
+    if not isinstance(value, str):
+        raise LabelValueError(f"The answer must be text; got {shown(value)}.")
+    text = unicodedata.normalize("NFC", value)
+    for position, char in enumerate(text, start=1):
+        if char not in _LAYOUT and char != _ZWJ and unicodedata.category(char) in _REFUSED_CATEGORIES:
+            raise LabelValueError(
+                f"The answer holds a non-printing character (U+{ord(char):04X}) at position {position}; "
+                "type the answer as plain text."
+            )
+    return " ".join(text.split())
+
+
+def answer_key(text: str) -> str:
+    """What two answers must share to be the same answer for a control's gold: case- and
+    whitespace-insensitive (casefold, not lower: "Straße" matches "STRASSE")."""
+    return " ".join(unicodedata.normalize("NFC", text).casefold().split())
+
+
 @dataclass(frozen=True)
 class Choice:
     value: int
@@ -61,9 +99,18 @@ class LabelSchema:
     kind: str
     choices: tuple[Choice, ...]
     binarization: dict[int, int] = field(default_factory=dict)
+    answer_min_length: int = 1  # free text: the bounds of a stored answer's length, in characters
+    answer_max_length: int = 0
 
     @classmethod
     def for_campaign(cls, campaign) -> "LabelSchema":
+        if campaign.schema == FREE_TEXT:
+            return cls(
+                kind=FREE_TEXT,
+                choices=(),
+                answer_min_length=campaign.answer_min_length,
+                answer_max_length=campaign.answer_max_length,
+            )
         if campaign.schema == "binary":
             choices = (
                 Choice(1, campaign.positive_text, campaign.positive_text[:1].lower() or "1"),
@@ -111,8 +158,22 @@ class LabelSchema:
             raise LabelValueError(f"{what} must be one of {allowed}; got {shown(value)}.")
         return value
 
+    def _check_answer(self, value, what: str = "The answer") -> str:
+        text = answer_normalize(value)
+        if not text:
+            raise LabelValueError(f"{what} is empty: type an answer.")
+        if not self.answer_min_length <= len(text) <= self.answer_max_length:
+            raise LabelValueError(
+                f"{what} must be {self.answer_min_length} to {self.answer_max_length} characters long; "
+                f"{shown(text)} has {len(text)}."
+            )
+        return text
+
     def clean(self, value, *, n_options: int = 0):
-        """Return the value in canonical form (an int, or a list of ints per option) or raise LabelValueError."""
+        """Return the value in canonical form (an int, a list of ints per option, or the free-text answer
+        as stored: ``answer_normalize``) or raise LabelValueError."""
+        if self.kind == FREE_TEXT:
+            return self._check_answer(value)
         if self.kind != "option_rating":
             return self._check_one(value)
         if not isinstance(value, (list, tuple)) or len(value) != n_options:
@@ -120,8 +181,25 @@ class LabelSchema:
         return [self._check_one(v, f"The rating of option {i + 1}") for i, v in enumerate(value)]
 
     def clean_gold(self, value, *, n_options: int = 0):
-        """Gold labels follow the schema: a value per prompt, or (per-option) a value per option."""
-        return self.clean(value, n_options=n_options)
+        """Gold labels follow the schema: a value per prompt, or (per-option) a value per option. A
+        free-text gold is the list of accepted answers (given as a list, or as one text separated by
+        ``|``), each as a worker's answer would be stored, once per ``answer_key``."""
+        if self.kind != FREE_TEXT:
+            return self.clean(value, n_options=n_options)
+        if isinstance(value, str):
+            value = value.split("|")
+        if not isinstance(value, (list, tuple)) or not value:
+            raise LabelValueError("A free-text gold is a list of accepted answers, or answers separated by |.")
+        accepted = {}
+        for number, answer in enumerate(value, start=1):
+            text = self._check_answer(answer, f"Accepted answer {number}")
+            accepted.setdefault(answer_key(text), text)
+        return list(accepted.values())
+
+    def answer_correct(self, value, gold) -> bool:
+        """Free text: whether ``value`` is one of the accepted answers of a control's ``gold``."""
+        accepted = gold if isinstance(gold, list) else [gold]
+        return isinstance(value, str) and answer_key(value) in {answer_key(a) for a in accepted if isinstance(a, str)}
 
     def binarize(self, raw: int) -> int | None:
         """The unit-scale value the audit uses, or None when the map leaves this value out."""

@@ -4,10 +4,13 @@ from django.contrib import admin
 
 from annotation.admin import ReadOnlyAdmin
 from audits.models import (
+    AnswerClustering,
     AuditSnapshot,
     AuditStats,
     AuditStatsShard,
+    BootstrapRun,
     GroundTruthRun,
+    System,
     UnitAuditStats,
     UnitStateCount,
     WorkerAuditStats,
@@ -43,6 +46,14 @@ class GroundTruthRunAdmin(ReadOnlyAdmin):
     date_hierarchy = "requested_at"
 
 
+@admin.register(BootstrapRun)
+class BootstrapRunAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "status", "resamples", "seed", "done_resamples", "requested_by", "requested_at"]
+    list_filter = ["status", "campaign"]
+    list_select_related = ["campaign", "requested_by"]
+    date_hierarchy = "requested_at"
+
+
 @admin.register(WorkerAuditStats)
 class WorkerAuditStatsAdmin(ReadOnlyAdmin):
     list_display = ["campaign", "worker", "n_labels", "n_units", "n_invalid", "sum", "sumsq"]
@@ -62,3 +73,18 @@ class UnitStateCountAdmin(ReadOnlyAdmin):
     list_display = ["campaign", "shard", "count", "sum", "sumsq", "n_units"]
     list_filter = ["campaign"]
     list_select_related = ["campaign"]
+
+
+@admin.register(System)
+class SystemAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "name", "n_predictions", "filename", "uploaded_by", "uploaded_at"]
+    list_filter = ["campaign"]
+    list_select_related = ["campaign", "uploaded_by"]
+
+
+@admin.register(AnswerClustering)
+class AnswerClusteringAdmin(ReadOnlyAdmin):
+    list_display = ["prompt", "role", "author", "version", "created_at", "n_clusters", "note"]
+    list_filter = ["role", "campaign"]
+    list_select_related = ["prompt", "author"]
+    date_hierarchy = "created_at"

@@ -275,3 +275,55 @@ class BootstrapRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.campaign} bootstrap ({self.resamples} resamples): {self.status}"
+
+
+class AnswerClustering(models.Model):
+    """One saved version of a clustering of one free-text prompt's answers (ProtoQA's workflow: two
+    researchers cluster independently, a third adjudicates the final clustering). Rows are never edited:
+    every save, revert or import adds a version (``audits.services.clustering``); the latest per
+    (prompt, author, role) is current, and a prompt's final clustering is its latest adjudicated one.
+
+    ``assignment`` maps every counted label of the prompt (its id, as a string: JSON keys) to a
+    cluster name; ``invalid`` lists the label ids judged invalid, which sit in no cluster."""
+
+    class Role(models.TextChoices):
+        PROPOSAL = "proposal", "Proposal (automatic)"
+        INDEPENDENT = "independent", "Independent"
+        ADJUDICATED = "adjudicated", "Adjudicated"
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="answer_clusterings")
+    prompt = models.ForeignKey("annotation.Prompt", on_delete=models.CASCADE, related_name="answer_clusterings")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    role = models.CharField(max_length=11, choices=Role.choices)
+    version = models.PositiveIntegerField(help_text="1, 2, … per (prompt, author, role); per prompt when adjudicated.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    assignment = models.JSONField(help_text="{label id: cluster name}.")
+    invalid = models.JSONField(default=list, blank=True, help_text="Label ids judged invalid.")
+    based_on = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="The version edited."
+    )
+    note = models.CharField(max_length=200, blank=True, help_text="e.g. “revert to v2”, “imported from …”.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["prompt", "author", "role", "version"], name="answerclustering_version_unique"
+            ),
+            # Proposals (no author) and adjudicated versions number one lane per prompt.
+            models.UniqueConstraint(
+                fields=["prompt", "role", "version"],
+                condition=~Q(role="independent"),
+                name="answerclustering_shared_lane_unique",
+            ),
+        ]
+        indexes = [models.Index(fields=["prompt", "role", "-version"], name="answerclustering_latest")]
+        ordering = ["prompt", "role", "version"]
+
+    def __str__(self) -> str:
+        return f"{self.prompt} {self.role} v{self.version} by {self.author or 'Chorus'}"
+
+    @property
+    def n_clusters(self) -> int:
+        return len(set(self.assignment.values()))

@@ -53,3 +53,11 @@ def ground_truths_task(run_id: int) -> None:
     from audits.services import ground_truths_compute  # noqa: PLC0415 (audits.services imports this module: a cycle)
 
     ground_truths_compute(run_id=run_id)
+
+
+@shared_task(name="audits.bootstrap", ignore_result=True)
+def bootstrap_task(run_id: int) -> None:
+    """The instrument card's bootstrap intervals on request (seconds): see ``audits.services.bootstrap``."""
+    from audits.services import bootstrap_compute  # noqa: PLC0415 (audits.services imports this module: a cycle)
+
+    bootstrap_compute(run_id=run_id)

@@ -18,7 +18,14 @@ from annotation.models import Label, Prompt
 from annotation.services.invitations import invitation_accept, invitations_create
 from annotation.services.quality import worker_act
 from annotation.services.rules import rule_create
-from audits.services import audit_refresh, ground_truths_compute, ground_truths_request
+from audits.services import (
+    audit_refresh,
+    bootstrap_compute,
+    bootstrap_request,
+    ground_truths_compute,
+    ground_truths_request,
+    system_save,
+)
 from tests.channels.conftest import locmem_channel  # noqa: F401 (a fixture: MTurk publications without a network)
 
 EDITABLE = {"annotation.prompt"}  # a typo in a prompt's text, a corrected gold value
@@ -109,6 +116,8 @@ def everything(make_campaign, make_worker, researcher, locmem_channel):  # noqa:
     services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="adaptive-walk")
     run, _ = ground_truths_request(campaign=campaign, methods=["majority"], by=researcher)
     ground_truths_compute(run_id=run.pk)
+    bootstrap_compute(run_id=bootstrap_request(campaign=campaign, by=researcher)[0].pk)
+    system_save(campaign=campaign, name="walk", predictions={campaign.prompts.first().external_id: 1}, by=researcher)
     Group.objects.create(name="Researchers")  # Django's own model: no Chorus service writes groups
     for model in admin.site._registry:
         assert model._default_manager.exists(), f"give the admin walk a {model._meta.label} row"

@@ -8,6 +8,7 @@ from annotation.api import auth, campaigns, labels, quality, rules, worker_loop
 from annotation.exporting import FORMATS
 from annotation.services.campaigns import TRANSITIONS
 from audits.api import audit as audit_api
+from audits.api import systems as systems_api
 
 app_name = "api"
 campaign = "v1/campaigns/<slug:slug>"
@@ -63,4 +64,8 @@ urlpatterns = [
         for fmt in audit_api.AuditReportApi.MEDIA_TYPES
     ),
     path(f"{campaign}/audit/recompute/", audit_api.AuditRecomputeApi.as_view(), name="audit-recompute"),
+    # Before the system pattern, which "leaderboard" would match too.
+    path(f"{campaign}/systems/leaderboard/", systems_api.SystemLeaderboardApi.as_view(), name="systems-leaderboard"),
+    path(f"{campaign}/systems/", systems_api.SystemListApi.as_view(), name="systems"),
+    path(f"{campaign}/systems/<str:name>/", systems_api.SystemDetailApi.as_view(), name="system"),
 ]

@@ -11,11 +11,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors, services
+from annotation.models.campaigns import MAX_ANSWER_LENGTH
 from annotation.models.prompts import MAX_OPTIONS
+
+# The longest text a submitted value may be before the schema reads it: a free-text answer is checked
+# against its campaign's limit after trimming, so spaces around it must not make it refused here.
+MAX_VALUE_TEXT = 4 * MAX_ANSWER_LENGTH
 
 
 def _is_scalar(item) -> bool:
-    return isinstance(item, (int, float)) or (isinstance(item, str) and len(item) <= 20)
+    return isinstance(item, (int, float)) or (isinstance(item, str) and len(item) <= MAX_VALUE_TEXT)
 
 
 class PromptOutput(serializers.Serializer):
@@ -64,7 +69,10 @@ class LeaseHeartbeatApi(APIView):
 
 class LeaseSubmitApi(APIView):
     class InputSerializer(serializers.Serializer):
-        value = serializers.JSONField(help_text="A number, or (per-option schemas) a list with one rating per option.")
+        value = serializers.JSONField(
+            help_text="A number, a list with one rating per option (per-option schemas), or the answer's text "
+            "(free text: trimmed, spaces collapsed, within the campaign's answer_min_length..answer_max_length)."
+        )
         client_token = serializers.CharField(
             max_length=64, help_text="Chosen by the client for this label; resending it is a safe retry."
         )
@@ -74,7 +82,10 @@ class LeaseSubmitApi(APIView):
             structures) out of the service and its error messages."""
             items = value if isinstance(value, list) else [value]
             if len(items) > MAX_OPTIONS or not all(_is_scalar(item) for item in items):
-                raise serializers.ValidationError("A label is a number, or a list with one number per answer option.")
+                raise serializers.ValidationError(
+                    f"A label is a number, a text of at most {MAX_VALUE_TEXT} characters, or a list with one "
+                    "number per answer option."
+                )
             return value
 
     class OutputSerializer(serializers.Serializer):

@@ -10,6 +10,12 @@ from annotation.schemas import LabelSchema, LabelValueError, binarization_clean
 # of a phone's screen (static/css/chorus.css), and single keys must tell them apart (schemas.py).
 MAX_SCALE_POINTS = 11
 MAX_ANCHOR_LENGTH = 60
+# Free text: the longest answer a campaign may allow. Answers are short phrases (ProtoQA's longest
+# raw answer has 49 characters); a limit of a tweet's length still fits one line of the text input.
+MAX_ANSWER_LENGTH = 280
+# ProtoQA collected up to 101 answers per question, and free-text answers are audited by their
+# clusters, which need many answers per prompt.
+MAX_K = 200
 
 
 class Campaign(models.Model):
@@ -26,6 +32,7 @@ class Campaign(models.Model):
         BINARY = "binary", "Binary (1/0)"
         RATING = "rating", "Rating scale"
         OPTION_RATING = "option_rating", "Rate each answer option"
+        FREE_TEXT = "free_text", "Free text"
 
     class Policy(models.TextChoices):
         RANDOM = "random", "Random among eligible prompts"
@@ -54,8 +61,19 @@ class Campaign(models.Model):
         help_text='Rating schemas: raw value → 0/1 for the audit, e.g. {"1": 0, "2": 0, "3": 1, "4": 1}.',
     )
 
+    answer_min_length = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_ANSWER_LENGTH)],
+        help_text="Free text: the fewest characters of an answer (after trimming).",
+    )
+    answer_max_length = models.PositiveSmallIntegerField(
+        default=60,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_ANSWER_LENGTH)],
+        help_text=f"Free text: the most characters of an answer (at most {MAX_ANSWER_LENGTH}).",
+    )
+
     k = models.PositiveSmallIntegerField(
-        default=5, validators=[MinValueValidator(1), MaxValueValidator(100)], help_text="Labels per prompt."
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(MAX_K)], help_text="Labels per prompt."
     )
     lease_seconds = models.PositiveIntegerField(
         default=600, validators=[MinValueValidator(10), MaxValueValidator(24 * 3600)]
@@ -63,7 +81,7 @@ class Campaign(models.Model):
     k_max = models.PositiveSmallIntegerField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_K)],
         help_text="Adaptive k: the most labels a prompt may get; k is then the least. Empty: every prompt gets k.",
     )
     stop_confidence = models.FloatField(
@@ -90,6 +108,10 @@ class Campaign(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(condition=Q(scale_min__lt=models.F("scale_max")), name="campaign_scale_ordered"),
+            models.CheckConstraint(
+                condition=Q(answer_min_length__lte=models.F("answer_max_length")),
+                name="campaign_answer_lengths_ordered",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -99,7 +121,13 @@ class Campaign(models.Model):
         """One place for the schema rules, so the web form, the API and services agree."""
         if self.scale_min is not None and self.scale_max is not None and self.scale_min >= self.scale_max:
             raise ValidationError({"scale_max": "The highest value must be above the lowest."})
-        if self.schema == self.Schema.BINARY:
+        if (
+            self.answer_min_length is not None
+            and self.answer_max_length is not None
+            and self.answer_min_length > self.answer_max_length
+        ):
+            raise ValidationError({"answer_max_length": "The longest answer must be at least the shortest."})
+        if self.schema in (self.Schema.BINARY, self.Schema.FREE_TEXT):
             self.binarization, self.scale_anchors = {}, []
             self._clean_adaptive_k()
             return
@@ -149,6 +177,13 @@ class Campaign(models.Model):
                         "Adaptive k needs one 0/1 answer per prompt, so it is not available when workers rate each "
                         "answer option: leave k_max empty."
                     )
+                }
+            )
+        if self.schema == self.Schema.FREE_TEXT:
+            raise ValidationError(
+                {
+                    "k_max": "Adaptive k needs one 0/1 answer per prompt, so it is not available for free text: "
+                    "leave k_max empty."
                 }
             )
         if self.schema == self.Schema.RATING:

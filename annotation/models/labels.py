@@ -41,7 +41,9 @@ class Label(models.Model):
     is_control = models.BooleanField(
         default=False, help_text="A label of a control prompt: fills no slot and never enters the benchmark's audit."
     )
-    value = models.JSONField(help_text="The raw value: a number, or one number per option.")
+    value = models.JSONField(
+        help_text="The raw value: a number, one number per option, or (free text) the answer as stored."
+    )
     client_token = models.CharField(max_length=64, help_text="Sent by the client; a resubmission repeats it.")
     leased_at = models.DateTimeField()
     created_at = models.DateTimeField(db_index=True)

@@ -158,7 +158,9 @@ def worker_control_results(*, campaign: Campaign) -> dict[int, tuple[int, int]]:
     binarization map (the scale the audit itself compares on): for a binary schema that is the raw
     value itself; on a 1–4 scale mapped 1, 2 → 0 and 3, 4 → 1, a 3 is right where the gold is 4.
     Where the map leaves the gold's raw value out (a middle point), only that raw value is right.
-    A per-option prompt is one control, correct when every option is. One query over the campaign's
+    A per-option prompt is one control, correct when every option is. A free-text answer is correct
+    when it is one of the gold's accepted answers, compared case- and whitespace-insensitively
+    (``LabelSchema.answer_correct``). One query over the campaign's
     control labels.
     """
     schema = campaign.label_schema
@@ -175,6 +177,8 @@ def worker_control_results(*, campaign: Campaign) -> dict[int, tuple[int, int]]:
 
 
 def _control_answer_correct(schema, value, gold) -> bool:
+    if schema.kind == Campaign.Schema.FREE_TEXT:  # one of the accepted answers, case and spacing aside
+        return schema.answer_correct(value, gold)
     if isinstance(value, list):
         return (
             isinstance(gold, list)

@@ -27,11 +27,23 @@ EDITABLE_FIELDS = {
     "control_first",
     "k_max",
     "stop_confidence",
+    "answer_min_length",
+    "answer_max_length",
 }
 # The slots of imported prompts were cut for this k and this schema: changing them later would
 # break exactly-k or make imported gold values meaningless; and a stated stopping rule must hold
 # for every prompt (switching between fixed and adaptive k, or lowering k_max, would break both).
-FROZEN_ONCE_PROMPTS_EXIST = {"k", "schema", "scale_min", "scale_max", "k_max", "stop_confidence"}
+# Free text's length limits likewise: every stored answer keeps within the limits the campaign states.
+FROZEN_ONCE_PROMPTS_EXIST = {
+    "k",
+    "schema",
+    "scale_min",
+    "scale_max",
+    "k_max",
+    "stop_confidence",
+    "answer_min_length",
+    "answer_max_length",
+}
 
 TRANSITIONS = {
     "launch": ({Campaign.Status.DRAFT}, Campaign.Status.LIVE),

@@ -28,7 +28,7 @@ def controls_context(*, campaign: Campaign, form: ControlMarkForm | None = None)
     ``CONTROLS_LISTED``, with their label counts), how many there are, and the marking form."""
     controls = campaign.prompts.filter(is_control=True).order_by("pk")
     return {
-        "controls": list(controls.values("external_id", "n_labels")[:CONTROLS_LISTED]),
+        "controls": list(controls.values("external_id", "n_labels", "gold")[:CONTROLS_LISTED]),
         "n_controls": controls.count(),
         "control_form": form or ControlMarkForm(),
     }

@@ -95,6 +95,8 @@ def render_task(
         # Three beats per lease length: a lease outlives two missed beats (static/js/label.js).
         "heartbeat_ms": campaign.lease_seconds * 1000 // 3,
         "error": error,
+        # Free text: the refused answer stays in the box to be corrected, not typed again.
+        "answer": request.POST.get("value", "") if error and request.method == "POST" else "",
         **extra,
     }
     return render(request, template_name, context, status=400 if error else 200)

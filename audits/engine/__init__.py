@@ -33,6 +33,18 @@ from audits.engine.agreement import (
     krippendorff_alpha,
     value_count_table,
 )
+from audits.engine.clustering import (
+    AnswerNoise,
+    AnswerNoiseSummary,
+    adjusted_rand,
+    answer_noise,
+    answer_noise_summary,
+    blanc,
+    cluster_counts,
+    normalize_answer,
+    passes_protoqa_filter,
+    propose_clusters,
+)
 from audits.engine.filters import FilterResult, VolumeSweep, volume_filter, volume_sweep
 from audits.engine.flags import StraightLining, straight_lining, straight_lining_binary
 from audits.engine.instrument import compare_systems, item_precision, reproducibility
@@ -57,6 +69,14 @@ from audits.engine.partitions import (
     noise_partitions,
     score_partitions,
     two_proportion_ztest,
+)
+from audits.engine.protoqa import (
+    ProtoQAFormatError,
+    probeval_kl,
+    read_answers,
+    read_targets,
+    score_protoqa,
+    score_question,
 )
 from audits.engine.report import AuditReport, full_report
 from audits.engine.systems import PerRaterScores, per_rater_scores, prediction_metric, system_scores
@@ -123,5 +143,21 @@ __all__ = [
     "AuditReport",
     "full_report",
     "render_markdown",
+    "ProtoQAFormatError",
+    "read_targets",
+    "read_answers",
+    "score_question",
+    "probeval_kl",
+    "score_protoqa",
     "ground_truths",
+    "normalize_answer",
+    "propose_clusters",
+    "blanc",
+    "adjusted_rand",
+    "cluster_counts",
+    "AnswerNoise",
+    "answer_noise",
+    "AnswerNoiseSummary",
+    "answer_noise_summary",
+    "passes_protoqa_filter",
 ]

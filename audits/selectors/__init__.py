@@ -6,11 +6,13 @@ inputs from the database and shape its outputs for the dashboard. They write not
 ``audits.services``, which calls them) and read the settings from ``audits.conf``.
 
 By job: ``stats`` (the running statistics and the quick audit), ``full`` (the label matrix and the
-full audit), ``tables`` (the dashboard's tables), ``truths`` (the alternative ground truths) and
-``feed`` (snapshots, status, the feed). The functions are re-exported here, so
-``audits.selectors.<function>`` names each of them.
+full audit), ``tables`` (the dashboard's tables), ``truths`` (the alternative ground truths), ``card``
+(the instrument card and its bootstrap runs) and ``feed`` (snapshots, status, the feed). The
+functions are re-exported here, so ``audits.selectors.<function>`` names each of them.
 """
 
+from .card import bootstrap_summary, comparable_campaigns, instrument_card
+from .clustering import answers_overview, clusters_export, prompt_clusterings
 from .feed import audit_status, dashboard_data, dashboard_version, latest_snapshot, snapshot_history
 from .full import campaign_label_matrix, full_audit_due, full_report_data, unit_name
 from .stats import (
@@ -26,6 +28,7 @@ from .stats import (
     scaled_value_names,
     stats_from_labels,
 )
+from .systems import leaderboard, system_detail, systems_list
 from .tables import agreement_rows, ambiguous_units, worker_table
 from .truths import ground_truths_for_report, ground_truths_summary, ground_truths_version
 
@@ -33,13 +36,17 @@ __all__ = [
     "LabelStats",
     "Totals",
     "agreement_rows",
+    "answers_overview",
     "ambiguous_units",
     "audit_behind",
     "audit_progress",
     "audit_status",
+    "bootstrap_summary",
     "campaign_label_matrix",
     "campaign_prompt_count",
     "campaign_totals",
+    "clusters_export",
+    "comparable_campaigns",
     "dashboard_data",
     "dashboard_version",
     "full_audit_due",
@@ -47,13 +54,18 @@ __all__ = [
     "ground_truths_for_report",
     "ground_truths_summary",
     "ground_truths_version",
+    "instrument_card",
     "label_units",
     "latest_snapshot",
+    "leaderboard",
+    "prompt_clusterings",
     "quick_audit_data",
     "quick_audit_read",
     "scaled_value_names",
     "snapshot_history",
     "stats_from_labels",
+    "system_detail",
+    "systems_list",
     "unit_name",
     "worker_table",
 ]

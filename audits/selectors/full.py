@@ -16,6 +16,15 @@ from audits.engine.matrix import LabelMatrix
 from audits.engine.report import full_report
 from audits.models import AuditSnapshot
 
+#: Why a free-text campaign has no full audit: its labels are answers, not numbers on a scale, so
+#: there is no label matrix; its noise is measured on the answers' clusters instead.
+FREE_TEXT_SKIP_REASON = "free-text answers are audited by their clusters"
+
+
+def full_audit_skip_reason(campaign: Campaign) -> str | None:
+    """Why the campaign's full audit never runs (for the dashboard to state), or None when it does."""
+    return FREE_TEXT_SKIP_REASON if campaign.schema == Campaign.Schema.FREE_TEXT else None
+
 
 def unit_name(external_id: str, option: int) -> str:
     """The unit's name in exports and reports: the prompt's id, or ``<id>#<option>``."""
@@ -31,8 +40,11 @@ def campaign_label_matrix(*, campaign: Campaign) -> tuple[LabelMatrix, int]:
     The labels come from one query, so they are a consistent set whatever is being submitted
     meanwhile. Units are named as in the label export (``<external id>`` or ``<external id>#<n>``);
     workers by their public id (``<channel>:<id>``); gold comes from the prompts; raw values go
-    through the campaign's binarization map (values it leaves out are counted invalid).
+    through the campaign's binarization map (values it leaves out are counted invalid). A free-text
+    campaign has no label matrix (``full_audit_skip_reason``): ValueError.
     """
+    if (reason := full_audit_skip_reason(campaign)) is not None:
+        raise ValueError(f"Campaign {campaign.slug} has no label matrix: {reason}.")
     rows = list(Label.objects.audited().filter(campaign=campaign).values_list("worker_id", "prompt_id", "value"))
     watermark = len(rows)
     per_option = campaign.schema == Campaign.Schema.OPTION_RATING
@@ -91,8 +103,11 @@ def full_audit_due(campaign_id: int, n_labels: int, now: datetime) -> bool:
     (``FULL_EVERY_LABELS``, or ``FULL_GROWTH`` times the labels that run saw) or that run is older
     than ``FULL_MAX_AGE`` seconds; never sooner than ``FULL_MIN_INTERVAL`` seconds, nor than
     ``FULL_DUTY`` times the last run's duration after it (so full runs take at most 1/FULL_DUTY of
-    a worker's time however big the campaign grows).
+    a worker's time however big the campaign grows). Never for a free-text campaign
+    (``full_audit_skip_reason``).
     """
+    if Campaign.objects.filter(pk=campaign_id, schema=Campaign.Schema.FREE_TEXT).exists():
+        return False
     last = (
         AuditSnapshot.objects.filter(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL)
         .order_by("-watermark")

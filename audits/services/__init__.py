@@ -15,6 +15,11 @@ package only keeps their inputs and results in the database. Its settings are in
 * ``audit_full`` (task ``audits.full``) runs the engine's whole report on the label matrix.
 * ``ground_truths_request`` and ``ground_truths_compute`` (task ``audits.ground_truths``): the
   alternative ground truths, inferred when a researcher asks (``truths``).
+* ``bootstrap_request`` and ``bootstrap_compute`` (task ``audits.bootstrap``): the instrument card's
+  bootstrap intervals, resampled when a researcher asks (``bootstrap``, on the ground truths'
+  request pattern, shared in ``requests``).
+* ``clustering_save``, ``clustering_revert``, ``clustering_propose``, ``expert_clusters_import``:
+  versions of free-text prompts' answer clusterings (``clustering``).
 * ``audit_sweep`` (Celery beat) schedules every campaign whose audit is behind: it heals lost
   enqueues and catches up after a broker outage.
 
@@ -22,9 +27,12 @@ By job: ``stats`` (the statistics and their rebuild), ``scheduling`` (debounce, 
 now") and ``runs`` (the quick and full runs); what the rest of Chorus calls is re-exported here.
 """
 
+from .bootstrap import bootstrap_compute, bootstrap_request
+from .clustering import clustering_propose, clustering_revert, clustering_save, expert_clusters_import
 from .runs import audit_full, audit_refresh
 from .scheduling import audit_request_full, audit_schedule_recompute, audit_sweep
 from .stats import audit_stats_invalidate, label_stats_add, stats_rebuild
+from .systems import system_delete, system_save, system_upload
 from .truths import ground_truths_compute, ground_truths_request
 
 __all__ = [
@@ -34,8 +42,17 @@ __all__ = [
     "audit_schedule_recompute",
     "audit_stats_invalidate",
     "audit_sweep",
+    "bootstrap_compute",
+    "bootstrap_request",
+    "clustering_propose",
+    "clustering_revert",
+    "clustering_save",
+    "expert_clusters_import",
     "ground_truths_compute",
     "ground_truths_request",
     "label_stats_add",
     "stats_rebuild",
+    "system_delete",
+    "system_save",
+    "system_upload",
 ]

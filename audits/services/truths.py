@@ -6,32 +6,24 @@ request is a ``GroundTruthRun`` on the labels counted when the worker reads them
 dashboard and merged into the report downloads (``audits.selectors.truths``).
 """
 
-import logging
 import time
-from datetime import timedelta
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.utils import timezone
 
 from annotation.models import Campaign
 from audits.engine.truths import METHODS, ground_truths
 from audits.models import GroundTruthRun
 from audits.selectors.full import campaign_label_matrix
+from audits.services.requests import run_request
 from audits.tasks import ground_truths_task
-
-logger = logging.getLogger(__name__)
-
-# A request that has waited this long for a worker is taken as lost (the worker died, the broker was
-# down): asking again enqueues it again rather than answering "already queued".
-LOST_AFTER = timedelta(minutes=10)
 
 
 def ground_truths_request(*, campaign: Campaign, methods, by=None) -> tuple[GroundTruthRun, bool]:
     """Ask for the campaign's ground truths by ``methods`` (a subset of ``METHODS``); the run is
-    enqueued after the commit. Returns ``(run, created)``: while a run is still waiting, asking again
-    returns it instead of queueing a second one. Refuses an empty or unknown choice with a
-    ``ValidationError`` naming ``methods``."""
+    enqueued after the commit (``audits.services.requests.run_request``). Returns ``(run, created)``:
+    while a run is still waiting, asking again returns it instead of queueing a second one. Refuses
+    an empty or unknown choice with a ``ValidationError`` naming ``methods``."""
     methods = list(dict.fromkeys(methods))
     unknown = [m for m in methods if m not in METHODS]
     if not methods or unknown:
@@ -41,33 +33,13 @@ def ground_truths_request(*, campaign: Campaign, methods, by=None) -> tuple[Grou
                 + (f"; not {', '.join(unknown)}." if unknown else ".")
             }
         )
-    methods = [m for m in METHODS if m in methods]
-    with transaction.atomic(durable=True):
-        waiting = (
-            GroundTruthRun.objects.select_for_update()
-            .filter(campaign=campaign, status=GroundTruthRun.Status.PENDING)
-            .order_by("-requested_at")
-            .first()
-        )
-        if waiting is not None and waiting.requested_at > timezone.now() - LOST_AFTER:
-            return waiting, False
-        if waiting is not None:
-            waiting.requested_at = timezone.now()
-            waiting.save(update_fields=["requested_at"])
-            run, created = waiting, False
-        else:
-            run, created = GroundTruthRun.objects.create(campaign=campaign, methods=methods, requested_by=by), True
-        transaction.on_commit(lambda: _enqueue(run.pk))
-    return run, created
-
-
-def _enqueue(run_id: int) -> None:
-    """Hand the run to a Celery worker. With the broker down the request stays waiting, and asking
-    again after ``LOST_AFTER`` queues it again: the researcher's page never fails on it."""
-    try:
-        ground_truths_task.apply_async((run_id,), retry=False)
-    except Exception:
-        logger.warning("ground truths: broker unavailable, run %s not queued", run_id, exc_info=True)
+    return run_request(
+        GroundTruthRun,
+        campaign=campaign,
+        waiting=(GroundTruthRun.Status.PENDING,),
+        task=ground_truths_task,
+        create={"methods": [m for m in METHODS if m in methods], "requested_by": by},
+    )
 
 
 def ground_truths_compute(*, run_id: int) -> GroundTruthRun | None:

@@ -424,6 +424,16 @@
     if (summary && summary.min_scored_for_power !== undefined) text($("min-scored"), String(summary.min_scored_for_power));
   }
 
+  /* Fig. 4 in two numbers: the pooled accuracy against the others and against gold, side by side. */
+  function pooled(summary) {
+    if (!summary || summary.pooled_accuracy === null || summary.pooled_accuracy === undefined) return "—";
+    return fmt(summary.pooled_accuracy, 3) + " (N = " + summary.n_scored + ")";
+  }
+  function drawAccuracyPair(full) {
+    text($("acc-others"), pooled(full && full.accuracy_summary));
+    text($("acc-gold"), pooled(full && full.accuracy_gold_summary));
+  }
+
   function drawQualityRule(quick) {
     var quality = quick && quick.worker_quality;
     if (!quality) return;
@@ -450,6 +460,7 @@
     drawAmbiguous(d.ambiguous || []);
     drawFull(d.full);
     drawPower(d.full);
+    drawAccuracyPair(d.full);
     drawTruths(d.ground_truths);
     drawQualityRule(d.quick);
     root.dataset.watermark = d.quick ? String(d.quick.watermark) : "0";

@@ -3,21 +3,30 @@
 import pytest
 
 from annotation import services
-from annotation.models import Label, Lease, Slot
+from annotation.models import Campaign, Label, Lease, Slot
 from annotation.selectors import invariant_violations
+from tests.annotation.test_concurrency import campaign_of
 from tests.clock import later
+
+# A label each schema takes, and values it refuses (code bad_value), for the tests run per schema.
+GOOD = {Campaign.Schema.BINARY: 1, Campaign.Schema.FREE_TEXT: "walk the dog"}
+BAD = {
+    Campaign.Schema.BINARY: [2, "yes", None, [1]],
+    Campaign.Schema.FREE_TEXT: ["", " \n ", "x" * 61, "tab\x0b", 1, None, ["walk"]],
+}
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
 
-def test_every_prompt_gets_exactly_k_distinct_workers(make_campaign, make_worker):
-    campaign = make_campaign(4, k=3)
+@pytest.mark.parametrize("schema", list(GOOD))
+def test_every_prompt_gets_exactly_k_distinct_workers(make_campaign, make_worker, schema):
+    campaign = campaign_of(make_campaign, schema, 4, k=3)
     workers = [make_worker() for _ in range(5)]
     for _ in range(10):
         for w in workers:
             lease = services.lease_acquire(campaign=campaign, worker=w)
             if isinstance(lease, Lease):
-                services.label_submit(lease_id=lease.pk, worker=w, value=1, client_token=f"t{lease.pk}")
+                services.label_submit(lease_id=lease.pk, worker=w, value=GOOD[schema], client_token=f"t{lease.pk}")
     assert invariant_violations(campaign=campaign, complete=True) == []  # k each, from k distinct workers
     assert Label.objects.filter(campaign=campaign).count() == 12
     nothing = services.lease_acquire(campaign=campaign, worker=workers[0])
@@ -78,20 +87,17 @@ def test_resubmission_with_the_same_token_returns_the_same_ack(make_campaign, ma
     assert Label.objects.count() == 1
 
 
-@pytest.mark.parametrize(
-    "value, code",
-    [(2, "bad_value"), ("yes", "bad_value"), (None, "bad_value"), ([1], "bad_value")],
-)
-def test_refused_labels_change_nothing(make_campaign, make_worker, value, code):
-    campaign, worker = make_campaign(1, k=2), make_worker()
+@pytest.mark.parametrize("schema, value", [(schema, value) for schema, values in BAD.items() for value in values])
+def test_refused_labels_change_nothing(make_campaign, make_worker, schema, value):
+    campaign, worker = campaign_of(make_campaign, schema, 1, k=2), make_worker()
     lease = services.lease_acquire(campaign=campaign, worker=worker)
     before = list(Slot.objects.order_by("pk").values())
     with pytest.raises(services.LabelRefused) as refused:
         services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token="t")
-    assert refused.value.code == code
+    assert refused.value.code == "bad_value"
     assert list(Slot.objects.order_by("pk").values()) == before
     assert Label.objects.count() == 0
-    services.label_submit(lease_id=lease.pk, worker=worker, value=0, client_token="t")
+    services.label_submit(lease_id=lease.pk, worker=worker, value=GOOD[schema], client_token="t")
 
 
 def test_a_label_for_someone_elses_lease_is_refused(make_campaign, make_worker):

@@ -34,6 +34,7 @@ from django.utils import timezone
 from annotation import services
 from annotation.models import Campaign, Label, Lease, Worker
 from annotation.selectors import invariant_violations
+from tests.helpers import prompts_jsonl
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_dbs]
 
@@ -57,6 +58,22 @@ ACTIONS = {
     "late": 4,  # submit around the expiry time: accepted or refused, never both
     "void": 4,  # submit, then a channel voids one of the newest labels (its slot goes back to the pool)
 }
+# Free-text answers, as stored (label_submit normalises them; the acks are compared with the rows).
+ANSWERS = ["drink coffee", "brush my teeth", "café au lait", "walk the dog", "🚲 ride"]
+
+
+def a_value(campaign: Campaign, rng: random.Random):
+    """A label the campaign's schema takes: 0 or 1, or (free text) an answer."""
+    return rng.choice(ANSWERS) if campaign.schema == Campaign.Schema.FREE_TEXT else rng.randint(0, 1)
+
+
+def campaign_of(make_campaign, schema: str, n_prompts: int, **fields) -> Campaign:
+    """A launched campaign of ``schema``: the conftest's for binary, the same prompts without gold for free text."""
+    if schema == Campaign.Schema.BINARY:
+        return make_campaign(n_prompts, **fields)
+    campaign = make_campaign(0, launch=False, schema=schema, **fields)
+    services.prompts_import(campaign=campaign, data=prompts_jsonl(n_prompts, gold=False), filename="p.jsonl")
+    return services.campaign_transition(campaign=campaign, action="launch")
 
 
 # --- Clients ----------------------------------------------------------------------------------------
@@ -96,7 +113,7 @@ class Client:
             return
         action = self.rng.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
         self.counts[action] += 1
-        value, token = self.rng.randint(0, 1), uuid.uuid4().hex
+        value, token = a_value(campaign, self.rng), uuid.uuid4().hex
         if action == "abandon":
             return
         if action == "release":
@@ -224,15 +241,15 @@ def drain(campaign: Campaign, workers: list[Worker]) -> list[tuple]:
     if last is not None:
         time.sleep(max(0.0, (last - timezone.now()).total_seconds()) + 0.05)
     Campaign.objects.filter(pk=campaign.pk).update(lease_seconds=600)
-    acks, progress = [], True
+    acks, progress, rng = [], True, random.Random(campaign.pk)
     while progress:
         progress = False
         for worker in workers:
             lease = services.lease_acquire(campaign=campaign, worker=worker)
             if isinstance(lease, Lease):
-                token = f"drain-{lease.pk}"
-                ack = services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token=token)
-                acks.append((worker.pk, token, ack.label_id, ack.lease_id, ack.prompt_id, 1, ack.duplicate))
+                token, value = f"drain-{lease.pk}", a_value(campaign, rng)
+                ack = services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=token)
+                acks.append((worker.pk, token, ack.label_id, ack.lease_id, ack.prompt_id, value, ack.duplicate))
                 progress = True
     return acks
 
@@ -286,7 +303,11 @@ def crowd(n: int) -> list[Worker]:
 
 
 def test_many_threads_and_processes_keep_every_guarantee(make_campaign):
-    campaigns = [make_campaign(250, k=3, title="Random"), make_campaign(120, k=3, title="Fill", policy="fill_first")]
+    campaigns = [
+        make_campaign(250, k=3, title="Random"),
+        make_campaign(120, k=3, title="Fill", policy="fill_first"),
+        campaign_of(make_campaign, Campaign.Schema.FREE_TEXT, 120, k=3, title="Free text"),
+    ]
     Campaign.objects.filter(pk__in=[c.pk for c in campaigns]).update(lease_seconds=LEASE_SECONDS)
     n_clients = THREADS_HERE + PROCESSES * THREADS_PER_PROCESS
     workers = crowd(n_clients * WORKERS_PER_CLIENT)
@@ -323,20 +344,22 @@ def test_many_threads_and_processes_keep_every_guarantee(make_campaign):
     assert_acks_match_labels(acks)
 
 
-def test_concurrent_submits_on_one_prompt_all_succeed(make_campaign):
+@pytest.mark.parametrize("schema", [Campaign.Schema.BINARY, Campaign.Schema.FREE_TEXT])
+def test_concurrent_submits_on_one_prompt_all_succeed(make_campaign, schema):
     """k workers submit on the same prompt at the same moment: each label is accepted. (PostgreSQL
     used to abort some of them as deadlocked: each submit raises the priority of the others' slots.)"""
     workers = crowd(8)
     for _ in range(4):
-        campaign = make_campaign(1, k=len(workers))
+        campaign = campaign_of(make_campaign, schema, 1, k=len(workers))
         leases = [services.lease_acquire(campaign=campaign, worker=w) for w in workers]
         together = threading.Barrier(len(workers))
 
         def submit(lease, together=together):
             try:
                 together.wait()
+                value = f" answer  {lease.pk} " if schema == Campaign.Schema.FREE_TEXT else 1
                 return services.label_submit(
-                    lease_id=lease.pk, worker=lease.worker, value=1, client_token=f"t{lease.pk}"
+                    lease_id=lease.pk, worker=lease.worker, value=value, client_token=f"t{lease.pk}"
                 )
             except Exception as exc:
                 return describe(exc)
@@ -347,6 +370,10 @@ def test_concurrent_submits_on_one_prompt_all_succeed(make_campaign):
             results = list(pool.map(submit, leases))
         assert [r for r in results if not isinstance(r, services.LabelAck)] == []
         assert_guarantees(campaign, complete=True)
+        if schema == Campaign.Schema.FREE_TEXT:  # stored trimmed and collapsed, each its own worker's
+            assert sorted(campaign.labels.values_list("value", flat=True)) == sorted(
+                f"answer {lease.pk}" for lease in leases
+            )
 
 
 @contextmanager

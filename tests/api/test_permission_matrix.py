@@ -139,6 +139,14 @@ def quality_rule(world) -> None:
     world["kwargs"]["rule_id"] = rule.pk
 
 
+def a_system(world) -> None:
+    """A system named "matrix" with one prediction for the world's campaign (``SYSTEM`` names it)."""
+    from audits.services.systems import system_save
+
+    system_save(campaign=world["campaign"], name="matrix", predictions={"p0": 1}, by=None)
+
+
+SYSTEM = {"kwargs": {"name": "matrix"}, "prepare": a_system}
 RULE = {"metric": "straight_lining", "threshold": 0.9, "min_labels": 20, "action": "flag"}
 RULE_ID = {"kwargs": {"rule_id": W("rule_id")}, "prepare": quality_rule}
 DRAFT = {"kwargs": {"slug": W("draft")}, "prepare": draft_campaign}
@@ -197,6 +205,16 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/audit/report.json": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/report.md": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/recompute/": [managers("POST", 202, **API)],
+    "api/v1/campaigns/<slug:slug>/systems/": [
+        managers("GET", 200, **API),
+        managers("POST", 201, data={"name": "new", "predictions": {"p0": 1}}, **API),
+    ],
+    "api/v1/campaigns/<slug:slug>/systems/leaderboard/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/systems/<str:name>/": [
+        managers("GET", 200, **SYSTEM, **API),
+        managers("PUT", 200, data={"predictions": {"p1": 0}}, **SYSTEM, **API),
+        managers("DELETE", 204, **SYSTEM, **API),
+    ],
     "api/v1/campaigns/<slug:slug>/quality-rules/": [
         managers("GET", 200, **API),
         managers("POST", 201, data=RULE, **API),
@@ -254,6 +272,25 @@ TABLE: dict[str, list[Probe]] = {
     "audits/<slug:slug>/report.<str:fmt>": [managers("GET", 200, kwargs={"fmt": "json"}, prepare=full_audit)],
     "audits/<slug:slug>/recompute/": [managers("POST", 302)],
     "audits/<slug:slug>/ground-truths/": [managers("POST", 302)],  # no methods ticked: refused, back to the page
+    # the instrument card: with and without audited labels; its exports; its bootstrap button and polled feed
+    "audits/<slug:slug>/card/": [managers("GET", 200), managers("GET", 200, prepare=full_audit)],
+    "audits/<slug:slug>/card.<str:fmt>": [
+        managers("GET", 200, kwargs={"fmt": fmt}, prepare=full_audit) for fmt in ("md", "json", "html")
+    ],
+    "audits/<slug:slug>/card/bootstrap/": [managers("POST", 302)],
+    "audits/<slug:slug>/card/bootstrap.json": [managers("GET", 200, anonymous=404)],
+    # the form lists what each may see; a campaign asked for that is not theirs answers 404 ("alpha" is Alpha's slug)
+    "audits/compare/": [signed_in("GET", 200), managers("GET", 200, query={"campaigns": "alpha"}, prepare=full_audit)],
+    "audits/<slug:slug>/groups/": [managers("GET", 200)],
+    "audits/<slug:slug>/figures/": [managers("GET", 200), managers("GET", 200, prepare=full_audit)],
+    "audits/<slug:slug>/systems/": [managers("GET", 200)],
+    "audits/<slug:slug>/systems/<str:name>/delete/": [managers("POST", 302, **SYSTEM)],
+    "audits/<slug:slug>/answers/": [managers("GET", 200), managers("POST", 302)],  # POST: propose clusters
+    "audits/<slug:slug>/answers.jsonl": [managers("GET", 200)],
+    "audits/<slug:slug>/answers/<str:external_id>/": [managers("GET", 200, kwargs={"external_id": "p0"})],
+    "audits/<slug:slug>/answers/<str:external_id>/save/": [managers("POST", 400, kwargs={"external_id": "p0"})],
+    "audits/<slug:slug>/answers/<str:external_id>/revert/": [managers("POST", 302, kwargs={"external_id": "p0"})],
+    "audits/<slug:slug>/answers/<str:external_id>/propose/": [managers("POST", 302, kwargs={"external_id": "p0"})],
     # --- Channels: MTurk's frame and panel links authenticate by signed token or panel session, not
     # by role, so every role gets the same answer without them ------------------------------------
     "channels/mturk/task/": [everyone("GET", 404)],  # no publication parameter

@@ -1,0 +1,251 @@
+"""Reads of answer clustering (free-text campaigns, ProtoQA's workflow): a prompt's answers, its
+clusterings' current versions, what a researcher may see of them, the agreement of the two independent
+clusterings, the free-text noise of the final ones, and the campaign's export in ProtoQA's format.
+
+Double-blind: until both independent clusterings of a prompt are saved, a researcher sees only the
+proposal and their own; after that (which is when adjudication may start) everyone who manages the
+campaign sees both. Every number comes from ``audits.engine.clustering``.
+"""
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from annotation.models import Campaign, Label, Prompt
+from audits.engine import clustering as engine
+from audits.models import AnswerClustering
+
+Role = AnswerClustering.Role
+# The agreement numbers need both independent clusterings; more researchers cluster no prompt.
+INDEPENDENT_CLUSTERERS = 2
+
+
+def prompt_answers(*, prompt: Prompt) -> list[tuple[int, str]]:
+    """``(label id, answer)`` of the prompt's counted labels, oldest first: what a clustering assigns."""
+    rows = Label.objects.counted().filter(prompt=prompt, is_control=False).order_by("id").values_list("id", "value")
+    return [(pk, str(value)) for pk, value in rows]
+
+
+@dataclass
+class PromptClusterings:
+    """The current version of each of a prompt's clusterings (latest per author and role) and its history."""
+
+    proposal: AnswerClustering | None = None
+    independent: dict = field(default_factory=dict)  # author id → latest independent version
+    adjudicated: AnswerClustering | None = None  # the final clustering: the latest adjudicated version
+    history: list = field(default_factory=list)  # every version, oldest first
+
+    @property
+    def both_independent(self) -> bool:
+        return len(self.independent) >= INDEPENDENT_CLUSTERERS
+
+    def lane(self, *, role: str, author_id) -> AnswerClustering | None:
+        """The current version a new save by ``author_id`` as ``role`` must be based on. Proposals and
+        the adjudicated clustering are one lane per prompt (two adjudicators must not overwrite each
+        other); independent clusterings one per author."""
+        if role == Role.PROPOSAL:
+            return self.proposal
+        if role == Role.ADJUDICATED:
+            return self.adjudicated
+        return self.independent.get(author_id)
+
+
+def _collect(rows) -> dict[int, PromptClusterings]:
+    by_prompt: dict[int, PromptClusterings] = defaultdict(PromptClusterings)
+    for row in rows:  # ordered by id: later rows are later versions
+        current = by_prompt[row.prompt_id]
+        current.history.append(row)
+        if row.role == Role.PROPOSAL:
+            current.proposal = row
+        elif row.role == Role.ADJUDICATED:
+            current.adjudicated = row
+        else:
+            current.independent[row.author_id] = row
+    return by_prompt
+
+
+def prompt_clusterings(*, prompt: Prompt) -> PromptClusterings:
+    rows = AnswerClustering.objects.filter(prompt=prompt).select_related("author").order_by("id")
+    return _collect(rows)[prompt.pk]
+
+
+def visible_clusterings(*, clusterings: PromptClusterings, user) -> dict:
+    """What ``user`` may see (double-blind): ``{"proposal", "mine", "others", "adjudicated", "history"}``.
+    ``others`` (the other independent clusterings) and the history of other researchers' independent
+    versions stay hidden until both independent clusterings are saved."""
+    mine = clusterings.independent.get(user.pk)
+    open_ = clusterings.both_independent
+    others = [c for a, c in clusterings.independent.items() if a != user.pk] if open_ else []
+    history = [
+        c
+        for c in clusterings.history
+        if c.role != Role.INDEPENDENT or c.author_id == user.pk or open_  # others' drafts stay blind
+    ]
+    return {
+        "proposal": clusterings.proposal,
+        "mine": mine,
+        "others": others,
+        "adjudicated": clusterings.adjudicated,
+        "history": history,
+    }
+
+
+def workspace_role(*, clusterings: PromptClusterings, user) -> str:
+    """The role ``user``'s saves take on this prompt: independent for its independent clusterers and,
+    until there are two, for anyone; adjudicated for anyone else once both are saved (or for the
+    author of an adjudicated version, e.g. imported expert clusters)."""
+    if user.pk in clusterings.independent:
+        return Role.INDEPENDENT
+    if clusterings.both_independent:
+        return Role.ADJUDICATED
+    if clusterings.adjudicated is not None and clusterings.adjudicated.author_id == user.pk:
+        return Role.ADJUDICATED  # imported expert clusters, or an adjudication without independent ones
+    return Role.INDEPENDENT
+
+
+def cluster_labels(clustering: AnswerClustering, label_ids) -> list:
+    """The clustering as the engine takes it: one cluster name per label of ``label_ids``, and
+    ``engine.INVALID`` for an invalid answer."""
+    invalid = {str(pk) for pk in clustering.invalid}
+    return [engine.INVALID if str(pk) in invalid else clustering.assignment.get(str(pk)) for pk in label_ids]
+
+
+def agreement(*, clusterings: PromptClusterings, label_ids) -> dict | None:
+    """BLANC and the adjusted Rand index of the two independent clusterings (their current versions),
+    over the answers both cover (each invalid answer its own cluster, the engine's default); None until
+    both are saved."""
+    if not clusterings.both_independent:
+        return None
+    first, second = sorted(clusterings.independent.values(), key=lambda c: c.pk)[:INDEPENDENT_CLUSTERERS]
+    covered = [pk for pk in label_ids if _covers(first, pk) and _covers(second, pk)]
+    if not covered:
+        return None
+    a, b = cluster_labels(first, covered), cluster_labels(second, covered)
+    return {
+        "blanc": engine.blanc(a, b),
+        "adjusted_rand": engine.adjusted_rand(a, b),
+        "n_answers": len(covered),
+        "authors": [first.author.get_username(), second.author.get_username()],
+    }
+
+
+def _covers(clustering: AnswerClustering, pk: int) -> bool:
+    return str(pk) in clustering.assignment or pk in clustering.invalid
+
+
+def counts_of(clustering: AnswerClustering) -> tuple[list[int], int]:
+    """``engine.cluster_counts`` of a clustering: answers per cluster, largest first, and invalid answers."""
+    return engine.cluster_counts(list(clustering.assignment.values()) + [engine.INVALID] * len(clustering.invalid))
+
+
+def clusters_of(clustering: AnswerClustering, answers: list[tuple[int, str]]) -> list[dict]:
+    """The clusters as ``[{"name", "count", "answers": [(string, count), …]}]``, largest first;
+    identical strings are counted once."""
+    members: dict[str, Counter] = defaultdict(Counter)
+    for pk, value in answers:
+        name = clustering.assignment.get(str(pk))
+        if name is not None:
+            members[name][value] += 1
+    clusters = [
+        {"name": name, "count": sum(strings.values()), "answers": strings.most_common()}
+        for name, strings in members.items()
+    ]
+    return sorted(clusters, key=lambda c: (-c["count"], c["name"]))
+
+
+def _campaign_answers(campaign: Campaign) -> dict[int, list[tuple[int, str]]]:
+    rows = (
+        Label.objects.counted()
+        .filter(campaign=campaign, is_control=False)
+        .order_by("id")
+        .values_list("prompt_id", "id", "value")
+    )
+    answers = defaultdict(list)
+    for prompt_id, pk, value in rows:
+        answers[prompt_id].append((pk, str(value)))
+    return answers
+
+
+def _campaign_clusterings(campaign: Campaign) -> dict[int, PromptClusterings]:
+    return _collect(AnswerClustering.objects.filter(campaign=campaign).select_related("author").order_by("id"))
+
+
+def clusters_export(*, campaign: Campaign) -> list[dict]:
+    """The campaign's adjudicated clusterings in ProtoQA's crowdsourced JSONL format, one dict per
+    prompt that has one (its external id as ``metadata.id``), so ProtoQA's offline scorer reads them.
+    ``answers.raw`` counts every counted answer string, invalid ones included, as ProtoQA's does."""
+    answers = _campaign_answers(campaign)
+    rows = []
+    clusterings = _campaign_clusterings(campaign)
+    for prompt in Prompt.objects.filter(campaign=campaign, pk__in=list(clusterings)).order_by("id"):
+        final = clusterings[prompt.pk].adjudicated
+        if final is None:
+            continue
+        mine = answers.get(prompt.pk, [])
+        clusters = {
+            c["name"]: {"count": c["count"], "answers": [string for string, _ in c["answers"]]}
+            for c in clusters_of(final, mine)
+        }
+        rows.append(
+            {
+                "metadata": {"id": prompt.external_id, "source": f"chorus:{campaign.slug}"},
+                "question": {"original": prompt.text, "normalized": prompt.text.lower()},
+                "answers": {"raw": dict(Counter(value for _, value in mine)), "clusters": clusters},
+                "num": {"answers": sum(c["count"] for c in clusters.values()), "clusters": len(clusters)},
+            }
+        )
+    return rows
+
+
+@dataclass
+class OverviewRow:
+    prompt: Prompt
+    n_answers: int
+    n_distinct: int
+    clusterings: PromptClusterings
+    agreement: dict | None
+    noise: engine.AnswerNoise | None  # from the final clustering, else the proposal
+    noise_source: str  # "final", "proposal" or ""
+    passes_filter: bool | None
+
+
+def answers_overview(*, campaign: Campaign, most_divided: int = 5) -> dict:
+    """The answers page: a row per prompt (status, counts, agreement, noise from the final clustering,
+    else the proposal, and ProtoQA's quality filter: top 8 clusters hold ≥ 85 % of clustered answers),
+    the campaign's noise summary and its most divided prompts. Independent clusterings enter only
+    through the agreement, which needs both: the page keeps the double-blind."""
+    answers = _campaign_answers(campaign)
+    clusterings = _campaign_clusterings(campaign)
+    rows, per_prompt = [], {}
+    for prompt in Prompt.objects.filter(campaign=campaign, is_control=False).order_by("id"):
+        mine = answers.get(prompt.pk, [])
+        current = clusterings.get(prompt.pk) or PromptClusterings()
+        source = current.adjudicated or current.proposal
+        noise = passes = None
+        if source is not None:
+            counts, n_invalid = counts_of(source)
+            noise = engine.answer_noise(counts, n_invalid=n_invalid)
+            passes = engine.passes_protoqa_filter(counts)
+            per_prompt[prompt.external_id] = (counts, n_invalid)
+        rows.append(
+            OverviewRow(
+                prompt=prompt,
+                n_answers=len(mine),
+                n_distinct=len({value for _, value in mine}),
+                clusterings=current,
+                agreement=agreement(clusterings=current, label_ids=[pk for pk, _ in mine]),
+                noise=noise,
+                noise_source="" if source is None else "final" if source is current.adjudicated else "proposal",
+                passes_filter=passes,
+            )
+        )
+    summary = engine.answer_noise_summary(per_prompt, most_divided=most_divided) if per_prompt else None
+    agreed = [row.agreement for row in rows if row.agreement is not None]
+    return {
+        "rows": rows,
+        "summary": summary,
+        "n_adjudicated": sum(row.clusterings.adjudicated is not None for row in rows),
+        "mean_blanc": float(np.mean([a["blanc"] for a in agreed])) if agreed else None,
+        "mean_adjusted_rand": float(np.mean([a["adjusted_rand"] for a in agreed])) if agreed else None,
+    }

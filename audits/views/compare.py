@@ -1,0 +1,58 @@
+"""Several campaigns side by side (the study's Table 2), as a page and as CSV.
+
+``?campaigns=slug1,slug2`` (or the form's repeated ``campaigns``) picks among the campaigns the user
+may see (``campaigns_visible_to``); a slug that is not one of them is refused with a 404, the same
+answer as for a slug that does not exist, so the page never reveals another researcher's campaign.
+"""
+
+import csv
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+
+from annotation.selectors import campaigns_visible_to
+from audits.selectors import figures
+
+
+def _chosen(request, visible) -> list:
+    slugs = []
+    for value in request.GET.getlist("campaigns"):
+        slugs += [s.strip() for s in value.split(",") if s.strip()]
+    slugs = list(dict.fromkeys(slugs))
+    found = {c.slug: c for c in visible.filter(slug__in=slugs)}
+    if len(found) != len(slugs):
+        raise Http404("No such campaign.")
+    return [found[s] for s in slugs]
+
+
+@login_required
+def compare(request):
+    visible = campaigns_visible_to(user=request.user).order_by("title", "pk")
+    chosen = _chosen(request, visible)
+    rows = figures.compare_rows(campaigns=chosen)
+    if request.GET.get("format") == "csv":
+        return _csv(rows)
+    context = {
+        "visible": visible,
+        "chosen": {c.slug for c in chosen},
+        "rows": rows,
+        "columns": figures.TABLE_COLUMNS,
+        "csv_query": ",".join(c.slug for c in chosen),
+    }
+    return render(request, "audits/compare.html", context)
+
+
+def _csv(rows) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="chorus-compare.csv"'
+    writer = csv.writer(response)
+    keys = [k for k, _ in figures.TABLE_COLUMNS] + ["mean_others", "mean_gold"]
+    writer.writerow(["campaign", "title", "watermark", *keys])
+    for r in rows:
+        numbers = r["row"] or {}
+        writer.writerow(
+            [r["campaign"].slug, r["campaign"].title, r["watermark"] or ""]
+            + ["" if numbers.get(k) is None else numbers[k] for k in keys]
+        )
+    return response
