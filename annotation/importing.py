@@ -60,7 +60,7 @@ def detect_format(filename: str, data: bytes) -> str:
     return "jsonl" if data.lstrip()[:1] == b"{" else "csv"
 
 
-def _decode(data: bytes) -> str:
+def decode_upload(data: bytes) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -73,7 +73,7 @@ def _decode(data: bytes) -> str:
     return text
 
 
-def _json(text: str):
+def json_value(text: str):
     """json.loads, reporting nesting too deep for Python's parser as the decoding error it is (a
     RecursionError would otherwise escape as a crash)."""
     try:
@@ -108,7 +108,7 @@ def _csv_records(text: str):
         raise PromptFileError([(start, f"broken CSV: {exc}")]) from exc
 
 
-def _lines(text: str):
+def file_lines(text: str):
     """The file's lines, numbered from 1. Only a line feed ends a line (CR LF too): str.splitlines() also
     breaks at U+2028, U+2029, U+0085 and form feeds, which are text inside a JSON string."""
     for number, line in enumerate(text.split("\n"), start=1):
@@ -116,14 +116,14 @@ def _lines(text: str):
 
 
 def _jsonl_records(text: str):
-    for number, raw in _lines(text):
+    for number, raw in file_lines(text):
         if not raw.strip():
             continue
         if _ESCAPED_NUL.search(raw):  # PostgreSQL text cannot hold NUL; the raw-byte check misses \u0000
             yield number, None, "the line contains a NUL character (\\u0000)"
             continue
         try:
-            record = _json(raw)
+            record = json_value(raw)
         except json.JSONDecodeError as exc:
             yield number, None, f"not valid JSON ({exc.msg} at column {exc.colno})"
             continue
@@ -162,7 +162,7 @@ def _options(value) -> list:
         stripped = value.strip()
         if not stripped.startswith("["):
             return [part.strip() for part in stripped.split("|")]
-        value = _json(stripped)
+        value = json_value(stripped)
         if not isinstance(value, list):
             raise ValueError("options must be a list")
     if isinstance(value, list):
@@ -174,7 +174,7 @@ def _gold(value, schema: LabelSchema, n_options: int):
     if value is None or value == "":
         return None
     if schema.kind == "option_rating" and isinstance(value, str):
-        value = _json(value)
+        value = json_value(value)
     return schema.clean_gold(value, n_options=n_options)
 
 
@@ -196,7 +196,7 @@ def parse_prompts(data: bytes, *, filename: str, schema: LabelSchema, max_bytes:
     """Validate a whole prompt file. Raises PromptFileError listing every bad line; returns rows otherwise."""
     if len(data) > max_bytes:
         raise PromptFileError([(0, too_large_message(size=len(data), limit=max_bytes))])
-    text = _decode(data)
+    text = decode_upload(data)
     records = _jsonl_records(text) if detect_format(filename, data) == "jsonl" else _csv_records(text)
 
     rows, errors, seen = [], [], {}

@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 from django.db import connection
-from django.db.models import F, FloatField
+from django.db.models import F, FloatField, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -136,7 +136,12 @@ def _label_rows(campaign: Campaign) -> list[tuple]:
         seconds = f"(julianday({created}) - julianday({leased})) * 86400.0"
     else:
         seconds = f"CAST(EXTRACT(EPOCH FROM ({created} - {leased})) AS double precision)"
-    value = F("value") if campaign.schema == Campaign.Schema.OPTION_RATING else Cast("value", FloatField())
+    if campaign.schema == Campaign.Schema.OPTION_RATING:
+        value = F("value")
+    elif campaign.schema == Campaign.Schema.FREE_TEXT:  # answers are no numbers: bias and habit skip them
+        value = Value(None, output_field=FloatField())
+    else:
+        value = Cast("value", FloatField())
     return list(
         Label.objects.counted()
         .filter(campaign=campaign)
@@ -180,8 +185,9 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
 
 
 def _bias_and_habit(campaign: Campaign, audited: list, table: dict, excluded: set) -> None:
-    """Bias against the (not excluded) others, and the most frequent answer's share, on scaled values."""
-    if not audited:
+    """Bias against the (not excluded) others, and the most frequent answer's share, on scaled values.
+    Free-text answers have neither (their noise is read from their clusters)."""
+    if not audited or campaign.schema == Campaign.Schema.FREE_TEXT:
         return
     if campaign.schema == Campaign.Schema.OPTION_RATING:  # one unit per option, as the audit names them
         triples = [

@@ -22,11 +22,13 @@ from audits.services import (
     audit_refresh,
     bootstrap_compute,
     bootstrap_request,
+    clustering_propose,
     ground_truths_compute,
     ground_truths_request,
     system_save,
 )
 from tests.channels.conftest import locmem_channel  # noqa: F401 (a fixture: MTurk publications without a network)
+from tests.helpers import prompts_jsonl
 
 EDITABLE = {"annotation.prompt"}  # a typo in a prompt's text, a corrected gold value
 
@@ -118,6 +120,12 @@ def everything(make_campaign, make_worker, researcher, locmem_channel):  # noqa:
     ground_truths_compute(run_id=run.pk)
     bootstrap_compute(run_id=bootstrap_request(campaign=campaign, by=researcher)[0].pk)
     system_save(campaign=campaign, name="walk", predictions={campaign.prompts.first().external_id: 1}, by=researcher)
+    free = services.campaign_create(owner=researcher, title="Free text", schema="free_text", k=1)
+    services.prompts_import(campaign=free, data=prompts_jsonl(1, gold=False), filename="questions.jsonl")
+    free = services.campaign_transition(campaign=free, action="launch")
+    lease = services.lease_acquire(campaign=free, worker=worker)
+    services.label_submit(lease_id=lease.pk, worker=worker, value="Coffee", client_token="free-walk")
+    clustering_propose(prompt=free.prompts.get())
     Group.objects.create(name="Researchers")  # Django's own model: no Chorus service writes groups
     for model in admin.site._registry:
         assert model._default_manager.exists(), f"give the admin walk a {model._meta.label} row"

@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.models import Campaign, ImportBatch, Label, Prompt
+from annotation.schemas import FREE_TEXT
 from annotation.selectors import Progress, campaign_progress
 from audits.conf import audit_setting
 from audits.engine.flags import straight_lining_binary
@@ -62,8 +63,11 @@ def label_units(schema, value) -> list[tuple[int, float | None]]:
     A binary or rating label is one unit (option 0); a per-option label is one unit per option
     (1, 2, …), as ``annotation.selectors.label_export_rows`` names them (``<external id>#<n>``).
     The value goes through the campaign's ``LabelSchema.binarize``; None means the map leaves the
-    raw value out (counted invalid, not audited).
+    raw value out (counted invalid, not audited). A free-text answer has no unit: it is counted,
+    never scaled (its noise is read from the answer clusters, ``audits.selectors.clustering``).
     """
+    if schema.kind == FREE_TEXT:
+        return []
     if isinstance(value, list):
         return [(number, _scaled(schema, raw)) for number, raw in enumerate(value, start=1)]
     return [(0, _scaled(schema, value))]

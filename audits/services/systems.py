@@ -31,10 +31,10 @@ from django.utils import timezone
 from annotation.importing import (
     MAX_ERRORS_SHOWN,
     PromptFileError,
-    _decode,
-    _json,
-    _lines,
+    decode_upload,
     detect_format,
+    file_lines,
+    json_value,
     too_large_message,
 )
 from annotation.models import Campaign
@@ -112,11 +112,11 @@ def _csv_rows(text: str):
 
 
 def _jsonl_rows(text: str):
-    for number, raw in _lines(text):
+    for number, raw in file_lines(text):
         if not raw.strip():
             continue
         try:
-            record = _json(raw)
+            record = json_value(raw)
         except ValueError as exc:  # JSONDecodeError, or a number too long for int()
             yield number, None, None, f"not valid JSON ({getattr(exc, 'msg', exc)})"
             continue
@@ -137,7 +137,7 @@ def _read(data: bytes, filename: str) -> list[tuple[str, object, object, str | N
     if len(data) > limit:
         raise _refuse("file", [("", too_large_message(size=len(data), limit=limit).capitalize() + ".")])
     try:
-        text = _decode(data)
+        text = decode_upload(data)
         rows = _jsonl_rows(text) if detect_format(filename, data) == "jsonl" else _csv_rows(text)
         return [(f"line {line}", pid, value, problem) for line, pid, value, problem in rows]
     except PromptFileError as exc:
@@ -234,7 +234,7 @@ def _answers(campaign: Campaign, data: bytes, filename: str, field: str) -> dict
     if len(data) > limit:
         raise _refuse(field, [("", too_large_message(size=len(data), limit=limit).capitalize() + ".")])
     try:
-        text = _decode(data)
+        text = decode_upload(data)
     except PromptFileError as exc:
         raise _refuse(field, [(f"line {line}", msg) for line, msg in exc.errors]) from exc
     known = _prompt_ids(campaign)
