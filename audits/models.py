@@ -185,7 +185,25 @@ class AuditSnapshot(models.Model):
         return f"{self.campaign} {self.kind} @{self.watermark}"
 
 
-class GroundTruthRun(models.Model):
+class RequestedRun(models.Model):
+    """What every run on request shares (``audits.services.requests``): who asked and when, and the
+    result on the labels counted at ``watermark``, or the engine's error."""
+
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(auto_now_add=True)
+    watermark = models.PositiveBigIntegerField(null=True, blank=True, help_text="Label rows the run saw.")
+    data = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(default=0.0)
+
+    class Meta:
+        abstract = True
+
+
+class GroundTruthRun(RequestedRun):
     """Alternative ground truths of a campaign (majority vote, Dawid–Skene, GLAD, MACE), inferred from its
     labels when a researcher asks (``audits.services.ground_truths_request``): the models take seconds
     to minutes (GLAD on thousands of prompts), too slow for the full audit's cadence. ``data`` is
@@ -199,15 +217,6 @@ class GroundTruthRun(models.Model):
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="ground_truth_runs")
     methods = models.JSONField(help_text="The methods asked for, in audits.engine.truths.METHODS order.")
     status = models.CharField(max_length=7, choices=Status.choices, default=Status.PENDING)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    requested_at = models.DateTimeField(auto_now_add=True)
-    watermark = models.PositiveBigIntegerField(null=True, blank=True, help_text="Label rows the run saw.")
-    data = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    computed_at = models.DateTimeField(null=True, blank=True)
-    duration_ms = models.FloatField(default=0.0)
 
     class Meta:
         indexes = [models.Index(fields=["campaign", "-requested_at"], name="groundtruthrun_latest")]
@@ -242,8 +251,8 @@ class System(models.Model):
         return f"{self.campaign} system {self.name}"
 
 
-class BootstrapRun(models.Model):
-    """Bootstrap intervals of a campaign's instrument card (the noise numbers, α, the systems' scores),
+class BootstrapRun(RequestedRun):
+    """Bootstrap intervals of a campaign's instrument card (the six noise numbers and Krippendorff's α),
     resampled by a Celery worker when a researcher asks: 1,000 resamples take seconds, too slow for a
     page. ``done_resamples`` is the progress the card shows; ``data`` the intervals, on the labels
     counted at ``watermark``."""
@@ -259,16 +268,7 @@ class BootstrapRun(models.Model):
     seed = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=7, choices=Status.choices, default=Status.PENDING)
     done_resamples = models.PositiveIntegerField(default=0, help_text="Progress: resamples drawn so far.")
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    requested_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    watermark = models.PositiveBigIntegerField(null=True, blank=True, help_text="Label rows the run saw.")
-    data = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    computed_at = models.DateTimeField(null=True, blank=True)
-    duration_ms = models.FloatField(default=0.0)
 
     class Meta:
         indexes = [models.Index(fields=["campaign", "-requested_at"], name="bootstraprun_latest")]

@@ -3,20 +3,16 @@ prompt independently from the proposal (dragging one answer, moving others by ke
 invalid, undoing once, saving), their agreement appears, and a third adjudicates from one of them.
 The saved versions are checked in the database. Screenshots go to ``tmp_path``."""
 
-import hashlib
 import json
 
 import pytest
 
 from annotation.models import Label
-from annotation.protoqa import protoqa_clusters, protoqa_read
-from annotation.services.protoqa import protoqa_import
 from audits.engine import clustering as engine
 from audits.models import AnswerClustering
 from audits.selectors import clustering as selectors
 from audits.services import clustering as services
-from tests.audits.conftest import dataset
-from tests.audits.live.free_text import free_text_campaign
+from tests.audits.live.free_text import free_text_campaign, protoqa_dev_campaign
 from tests.helpers import page_problems, share_session, signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -183,15 +179,7 @@ def test_two_researchers_cluster_independently_and_a_third_adjudicates(
 def test_the_answers_page_of_protoqa_dev_shows_noise_filter_and_most_divided(
     live_server, new_page, researcher, tmp_path
 ):
-    path = dataset("protoqa", "dev", "dev.crowdsourced.jsonl")
-    campaign = protoqa_import(
-        questions=protoqa_read(path),
-        owner=researcher,
-        slug="protoqa-dev",
-        filename=path.name,
-        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-    ).campaign
-    services.expert_clusters_import(campaign=campaign, clusters=protoqa_clusters(path), by=researcher)
+    campaign, _ = protoqa_dev_campaign(researcher, experts=True)
     page, problems = open_as(new_page, live_server, researcher, f"/audits/{campaign.slug}/answers/")
     page.screenshot(path=tmp_path / "answers.png")
     assert page.locator("#answers-table tbody tr").count() == 52

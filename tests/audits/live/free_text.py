@@ -1,13 +1,19 @@
 """Free-text campaigns for the clustering tests, built row by row: one counted label per answer, each by
 its own simulated worker (answer i of every prompt by worker i), as a finished campaign."""
 
+import hashlib
 import itertools
 import random
 from datetime import timedelta
+from pathlib import Path
 
 from django.utils import timezone
 
 from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot, Worker
+from annotation.protoqa import protoqa_clusters, protoqa_read
+from annotation.services.protoqa import protoqa_import
+from audits.services.clustering import expert_clusters_import
+from tests.audits.conftest import dataset
 
 _seq = itertools.count(1)
 
@@ -57,3 +63,19 @@ def free_text_campaign(owner, questions: dict, *, title: str = "Free answers") -
             for i, answer in enumerate(answers)
         )
     return campaign
+
+
+def protoqa_dev_campaign(owner, *, experts: bool = False) -> tuple[Campaign, Path]:
+    """ProtoQA's dev file imported as a finished campaign (``import_protoqa``'s service), with its
+    expert clusters as the final clusterings when ``experts``; returns ``(campaign, path)``."""
+    path = dataset("protoqa", "dev", "dev.crowdsourced.jsonl")
+    campaign = protoqa_import(
+        questions=protoqa_read(path),
+        owner=owner,
+        slug="protoqa-dev",
+        filename=path.name,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+    ).campaign
+    if experts:
+        expert_clusters_import(campaign=campaign, clusters=protoqa_clusters(path), by=owner)
+    return campaign, path

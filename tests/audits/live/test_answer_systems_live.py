@@ -4,19 +4,16 @@ evaluator scores them. ProtoQA's dev set, imported with its expert clusters, giv
 reference scores through the product's path: import → clusters → leaderboard."""
 
 import csv
-import hashlib
 import json
 
 import pytest
 
-from annotation.protoqa import protoqa_clusters, protoqa_read
-from annotation.services.protoqa import protoqa_import
 from audits.engine.protoqa import read_answers, read_targets, score_protoqa
 from audits.models import System
 from audits.selectors import systems as selectors
-from audits.services import clustering as clustering_services
 from audits.services import systems as services
 from tests.audits.conftest import dataset
+from tests.audits.live.free_text import protoqa_dev_campaign
 from tests.helpers import signed_in
 
 pytestmark = pytest.mark.django_db
@@ -26,16 +23,7 @@ DEV = ("protoqa", "dev")
 
 @pytest.fixture
 def dev_campaign(researcher):
-    path = dataset(*DEV, "dev.crowdsourced.jsonl")
-    campaign = protoqa_import(
-        questions=protoqa_read(path),
-        owner=researcher,
-        slug="protoqa-dev",
-        filename=path.name,
-        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-    ).campaign
-    clustering_services.expert_clusters_import(campaign=campaign, clusters=protoqa_clusters(path), by=researcher)
-    return campaign, path
+    return protoqa_dev_campaign(researcher, experts=True)
 
 
 def reference_means(name: str) -> dict:

@@ -2,7 +2,6 @@
 agreement of the two independent clusterings, adjudication rules, expert clusters imported from and
 exported to ProtoQA's format, and who may open the pages."""
 
-import hashlib
 import json
 import math
 import threading
@@ -13,15 +12,13 @@ from django.db import connection
 from sklearn.metrics import adjusted_rand_score
 
 from annotation.models import Label
-from annotation.protoqa import protoqa_clusters, protoqa_read
+from annotation.protoqa import protoqa_clusters
 from annotation.schemas import answer_normalize
-from annotation.services.protoqa import protoqa_import
 from audits.engine import clustering as engine
 from audits.models import AnswerClustering
 from audits.selectors import clustering as selectors
 from audits.services import clustering as services
-from tests.audits.conftest import dataset
-from tests.audits.live.free_text import free_text_campaign
+from tests.audits.live.free_text import free_text_campaign, protoqa_dev_campaign
 from tests.helpers import signed_in
 
 pytestmark = pytest.mark.django_db
@@ -207,15 +204,7 @@ def test_overview_noise_and_quality_filter_come_from_the_final_clustering(world)
 
 @pytest.fixture
 def protoqa_dev(researcher):
-    path = dataset("protoqa", "dev", "dev.crowdsourced.jsonl")
-    imported = protoqa_import(
-        questions=protoqa_read(path),
-        owner=researcher,
-        slug="protoqa-dev",
-        filename=path.name,
-        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-    )
-    return imported.campaign, path
+    return protoqa_dev_campaign(researcher)
 
 
 def test_protoqa_expert_clusters_round_trip_through_import_and_export(protoqa_dev, researcher):
