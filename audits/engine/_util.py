@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,15 @@ def as_array(values: Any) -> np.ndarray:
 
 def is_series(x: Any) -> bool:
     return type(x).__name__ == "Series" and hasattr(x, "index") and hasattr(x, "to_numpy")
+
+
+def keys_values(predictions: Any) -> tuple[list, list]:
+    """A system's predictions, a mapping ``{prompt id: value}`` or a pandas Series, as keys and values."""
+    if is_series(predictions):
+        return predictions.index.tolist(), predictions.tolist()
+    if isinstance(predictions, Mapping):
+        return list(predictions.keys()), list(predictions.values())
+    raise ValueError("predictions: expected a mapping {prompt id: value} or a pandas Series")
 
 
 def factorize(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

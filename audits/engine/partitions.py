@@ -12,13 +12,12 @@ count means something else at each: :func:`partitions_by_k` counts the partition
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from audits.engine._util import is_series, positions
+from audits.engine._util import keys_values, positions
 
 __all__ = [
     "Partitions",
@@ -284,12 +283,7 @@ def align_predictions(matrix, predictions: Any, *, scale: str = "raw") -> tuple[
     """
     if scale not in ("raw", "scaled"):
         raise ValueError(f"scale: expected 'raw' or 'scaled', got {scale!r}")
-    if is_series(predictions):
-        keys, vals = predictions.index.tolist(), predictions.tolist()
-    elif isinstance(predictions, Mapping):
-        keys, vals = list(predictions.keys()), list(predictions.values())
-    else:
-        raise ValueError("predictions: expected a mapping {prompt id: value} or a pandas Series")
+    keys, vals = keys_values(predictions)
     pos = positions(matrix.prompt_ids, keys)
     keep = pos >= 0
     arr = np.empty(len(vals), dtype=object)

@@ -19,13 +19,12 @@ group.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from audits.engine._util import is_series, positions, py
+from audits.engine._util import keys_values, positions, py
 from audits.engine.accuracy import normal_interval, wilson_interval
 from audits.engine.partitions import align_predictions, modal_labels, noise_partitions, two_proportion_ztest
 
@@ -50,17 +49,9 @@ MIN_SPEARMAN_PAIRS = 3
 FHP_VARIANCE = 1.06
 
 
-def _keys_values(predictions: Any) -> tuple[list, list]:
-    if is_series(predictions):
-        return predictions.index.tolist(), predictions.tolist()
-    if isinstance(predictions, Mapping):
-        return list(predictions.keys()), list(predictions.values())
-    raise ValueError("predictions: expected a mapping {prompt id: value} or a pandas Series")
-
-
 def _graded(matrix, predictions: Any) -> tuple[np.ndarray, int, int]:
     """Per-prompt predictions as plain numbers (not through the schema): ``(pred, unmatched, invalid)``."""
-    keys, vals = _keys_values(predictions)
+    keys, vals = keys_values(predictions)
     pos = positions(matrix.prompt_ids, keys)
     keep = pos >= 0
     arr = np.empty(len(vals), dtype=object)
