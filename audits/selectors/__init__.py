@@ -12,7 +12,7 @@ functions are re-exported here, so ``audits.selectors.<function>`` names each of
 """
 
 from .card import bootstrap_summary, comparable_campaigns, instrument_card
-from .clustering import answers_overview, clusters_export, prompt_clusterings
+from .clustering import answers_overview, clustering_version, clusters_export, prompt_clusterings
 from .feed import audit_status, dashboard_data, dashboard_version, latest_snapshot, snapshot_history
 from .full import campaign_label_matrix, full_audit_due, full_report_data, unit_name
 from .stats import (
@@ -45,6 +45,7 @@ __all__ = [
     "campaign_label_matrix",
     "campaign_prompt_count",
     "campaign_totals",
+    "clustering_version",
     "clusters_export",
     "comparable_campaigns",
     "dashboard_data",

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.db.models import Count, Max
 
 from annotation.models import Campaign, Label, Prompt
 from audits.engine import clustering as engine
@@ -165,6 +166,13 @@ def _campaign_answers(campaign: Campaign) -> dict[int, list[tuple[int, str]]]:
     for prompt_id, pk, value in rows:
         answers[prompt_id].append((pk, str(value)))
     return answers
+
+
+def clustering_version(*, campaign: Campaign) -> tuple[int, int]:
+    """``(number of clustering versions, newest id)`` of the campaign: changes with every save, revert,
+    proposal or import (each adds a version), so the dashboard's ETag moves with them."""
+    row = AnswerClustering.objects.filter(campaign=campaign).aggregate(n=Count("id"), last=Max("id"))
+    return row["n"], row["last"] or 0
 
 
 def _campaign_clusterings(campaign: Campaign) -> dict[int, PromptClusterings]:

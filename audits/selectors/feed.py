@@ -14,6 +14,8 @@ from audits.conf import audit_setting
 from audits.engine.glossary import NUMBERS
 from audits.engine.noise import NOISE_KEYS
 from audits.models import AuditSnapshot, AuditStats
+from audits.selectors.clustering import answers_overview, clustering_version
+from audits.selectors.full import full_audit_skip_reason
 from audits.selectors.stats import campaign_totals
 from audits.selectors.tables import agreement_rows, ambiguous_units, worker_table
 from audits.selectors.truths import ground_truths_summary, ground_truths_version
@@ -124,15 +126,42 @@ def _snapshot_meta(snapshot: AuditSnapshot) -> dict:
     }
 
 
+def free_text_feed(*, campaign: Campaign) -> dict | None:
+    """A free-text campaign's answer noise for the dashboard (None for any other campaign): why it has
+    no full audit, :func:`answers_overview`'s campaign summary (distributions, most divided prompts,
+    ProtoQA's filter failures, by external id) and how far the clustering has come."""
+    if campaign.schema != Campaign.Schema.FREE_TEXT:
+        return None
+    overview = answers_overview(campaign=campaign)
+    rows, summary = overview["rows"], overview["summary"]
+    most_divided = summary.most_divided if summary else []
+    return {
+        "skip_reason": full_audit_skip_reason(campaign),
+        "n_prompts": len(rows),
+        "n_answered": sum(row.n_answers > 0 for row in rows),
+        "n_answers": sum(row.n_answers for row in rows),
+        "n_proposed": sum(row.clusterings.proposal is not None for row in rows),
+        "n_clustered": sum(row.clusterings.both_independent for row in rows),
+        "n_adjudicated": overview["n_adjudicated"],
+        "mean_blanc": overview["mean_blanc"],
+        "mean_adjusted_rand": overview["mean_adjusted_rand"],
+        # None until some prompt has a clustering (proposed or final) to measure
+        "distribution": summary.distribution if summary else None,
+        "most_divided": [{"id": p, "entropy_bits": entropy, "top_share": top} for p, entropy, top in most_divided],
+        "failing_filter": list(summary.failing_filter) if summary else [],
+    }
+
+
 def dashboard_version(*, campaign: Campaign, status: dict, have_full: int = -1) -> str:
     """A tag that changes whenever :func:`dashboard_data` would say something new (the feed's ETag).
 
     Built from what the feed is computed from: the latest quick and full snapshots (and when each
     was computed: a rerun at the same watermark, after a control label, brings new worker quality),
     the label and audit counters of ``status`` (:func:`audit_status`: labels, audited labels, a
-    rebuild, staleness — which turns on by the clock alone), the campaign's own fields, and the
-    client's ``have_full``. It costs a few indexed reads besides the status, so an unchanged dashboard is
-    answered without building the feed.
+    rebuild, staleness — which turns on by the clock alone), the campaign's own fields, its answer
+    clusterings (``clustering_version``: a save moves a free-text campaign's noise without a label
+    arriving) and the client's ``have_full``. It costs a few indexed reads besides the status, so an
+    unchanged dashboard is answered without building the feed.
     """
     latest = {
         kind: AuditSnapshot.objects.filter(campaign=campaign, kind=kind)
@@ -150,6 +179,7 @@ def dashboard_version(*, campaign: Campaign, status: dict, have_full: int = -1) 
         campaign.binarization,
         latest,
         ground_truths_version(campaign=campaign),
+        clustering_version(campaign=campaign),
         have_full,
         [
             status[k]
@@ -221,4 +251,5 @@ def dashboard_data(*, campaign: Campaign, have_full: int = -1, status: dict | No
         "ambiguous": ambiguous_units(campaign=campaign),
         "full": full_out,
         "ground_truths": truths,
+        "free_text": free_text_feed(campaign=campaign),
     }

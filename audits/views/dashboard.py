@@ -17,6 +17,7 @@ from django.utils.cache import get_conditional_response, quote_etag
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from annotation.models import Campaign
 from annotation.selectors import campaign_for_user
 from audits import selectors, services
 from audits.conf import audit_setting
@@ -25,6 +26,7 @@ from audits.engine.markdown import render_markdown
 from audits.engine.truths import METHODS
 from audits.models import AuditSnapshot
 from audits.selectors import truths
+from audits.selectors.full import full_audit_skip_reason
 
 POLL_MS = 2000
 
@@ -43,6 +45,8 @@ def dashboard(request, slug):
         "reference": glossary.REFERENCE,
         "speed": {"min_labels": accuracy.MIN_SCORED_FLOOR, "share": round(workers.SPEED_SHARE * 100)},
         "truth_methods": [(m, truths.NAMES[m], m != "glad") for m in METHODS],
+        "skip_reason": full_audit_skip_reason(campaign),
+        "free_text": campaign.schema == Campaign.Schema.FREE_TEXT,
     }
     return render(request, "audits/dashboard.html", context)
 
