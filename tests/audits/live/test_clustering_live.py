@@ -2,22 +2,25 @@
 agreement of the two independent clusterings, adjudication rules, expert clusters imported from and
 exported to ProtoQA's format, and who may open the pages."""
 
+import io
 import json
 import math
 import threading
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.db import connection
 from sklearn.metrics import adjusted_rand_score
 
-from annotation.models import Label
+from annotation.models import Campaign, Label
 from annotation.protoqa import protoqa_clusters
 from annotation.schemas import answer_normalize
 from audits.engine import clustering as engine
 from audits.models import AnswerClustering
 from audits.selectors import clustering as selectors
 from audits.services import clustering as services
+from tests.audits.conftest import dataset
 from tests.audits.live.free_text import free_text_campaign, protoqa_dev_campaign
 from tests.helpers import signed_in
 
@@ -370,3 +373,32 @@ def test_two_tabs_saving_at_once_store_one_version(researcher):
         AnswerClustering.objects.filter(prompt=prompt).order_by("version").values_list("version", flat=True)
     )
     assert versions == [1, 2, 3, 4, 5]
+
+
+def test_the_commands_import_protoqa_answers_then_their_expert_clusters(researcher, tmp_path):
+    path = dataset("protoqa", "dev", "dev.crowdsourced.jsonl")
+    call_command("import_protoqa", str(path), "--owner", researcher.username, "--slug", "dev")
+    out = io.StringIO()
+    call_command("import_answer_clusters", "dev", str(path), stdout=out)
+    assert "final clusters of 52 prompts" in out.getvalue()
+    campaign = Campaign.objects.get(slug="dev")
+    exported = {
+        row["metadata"]["id"]: row["answers"]["clusters"] for row in selectors.clusters_export(campaign=campaign)
+    }
+    expert = protoqa_clusters(path)
+    assert {q: sorted(c["count"] for c in cs.values()) for q, cs in exported.items()} == {
+        q: sorted(c["count"] for c in cs.values()) for q, cs in expert.items()
+    }
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(path.read_text(encoding="utf-8").splitlines()[0].replace('"r1q1"', '"zz9"') + "\n", encoding="utf-8")
+    with pytest.raises(CommandError, match=r"(?s)Nothing was imported .*zz9: no prompt of this campaign has this id"):
+        call_command("import_answer_clusters", "dev", str(bad))
+    with pytest.raises(CommandError, match="not a free-text campaign"):
+        call_command("import_answer_clusters", free_text_or_other(researcher), str(path))
+
+
+def free_text_or_other(owner) -> str:
+    """A binary campaign's slug: the command refuses it."""
+    from annotation import services as annotation_services
+
+    return annotation_services.campaign_create(owner=owner, title="Binary", k=1).slug
