@@ -22,6 +22,33 @@ Role = AnswerClustering.Role
 INDEPENDENT_CLUSTERERS = 2
 
 
+MAX_NAME = 100  # characters of a cluster's name
+
+
+def _unique_names(names: dict) -> dict:
+    """Two groups whose most frequent answers coincide (after trimming) get distinct names."""
+    seen, out = set(), {}
+    for group, name in names.items():
+        name = (name.strip() or "(empty)")[: MAX_NAME - 4]
+        unique, n = name, 2
+        while unique in seen:
+            unique, n = f"{name} ({n})", n + 1
+        seen.add(unique)
+        out[group] = unique
+    return out
+
+
+def proposed_assignment(*, answers: list[tuple[int, str]]) -> dict[str, str]:
+    """The engine's proposal (``propose_clusters``) for ``answers`` (``prompt_answers``' pairs) as an
+    assignment {label id: cluster name}, each cluster named after its most frequent answer."""
+    groups = engine.propose_clusters([value for _, value in answers])
+    members = defaultdict(Counter)
+    for (_, value), group in zip(answers, groups, strict=True):
+        members[group][value] += 1
+    names = _unique_names({group: strings.most_common(1)[0][0] for group, strings in members.items()})
+    return {str(pk): names[g] for (pk, _), g in zip(answers, groups, strict=True)}
+
+
 def prompt_answers(*, prompt: Prompt) -> list[tuple[int, str]]:
     """``(label id, answer)`` of the prompt's counted labels, oldest first: what a clustering assigns."""
     rows = Label.objects.counted().filter(prompt=prompt, is_control=False).order_by("id").values_list("id", "value")

@@ -9,7 +9,7 @@ researchers cluster a prompt independently; the adjudicator is somebody else and
 are saved, from either of them or from the proposal.
 """
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -17,12 +17,16 @@ from django.db.models import Max
 
 from annotation.models import Campaign, Prompt
 from annotation.schemas import LabelValueError, answer_normalize
-from audits.engine import clustering as engine
 from audits.models import AnswerClustering
-from audits.selectors.clustering import INDEPENDENT_CLUSTERERS, prompt_answers, prompt_clusterings
+from audits.selectors.clustering import (
+    INDEPENDENT_CLUSTERERS,
+    MAX_NAME,
+    prompt_answers,
+    prompt_clusterings,
+    proposed_assignment,
+)
 
 Role = AnswerClustering.Role
-MAX_NAME = 100
 
 
 def _locked(prompt: Prompt) -> Prompt:
@@ -187,34 +191,16 @@ def clustering_propose(*, prompt: Prompt) -> AnswerClustering | None:
         ids = {str(pk) for pk, _ in answers}
         if current is not None and set(current.assignment) | {str(pk) for pk in current.invalid} == ids:
             return current
-        groups = engine.propose_clusters([value for _, value in answers])
-        members = defaultdict(Counter)
-        for (_, value), group in zip(answers, groups, strict=True):
-            members[group][value] += 1
-        names = _unique_names({group: strings.most_common(1)[0][0] for group, strings in members.items()})
         return AnswerClustering.objects.create(
             campaign_id=prompt.campaign_id,
             prompt=prompt,
             author=None,
             role=Role.PROPOSAL,
             version=_next_version(prompt=prompt, role=Role.PROPOSAL, author=None),
-            assignment={str(pk): names[g] for (pk, _), g in zip(answers, groups, strict=True)},
+            assignment=proposed_assignment(answers=answers),
             based_on=current,
             note="proposed by Chorus",
         )
-
-
-def _unique_names(names: dict) -> dict:
-    """Two groups whose most frequent answers coincide (after trimming) get distinct names."""
-    seen, out = set(), {}
-    for group, name in names.items():
-        name = (name.strip() or "(empty)")[: MAX_NAME - 4]
-        unique, n = name, 2
-        while unique in seen:
-            unique, n = f"{name} ({n})", n + 1
-        seen.add(unique)
-        out[group] = unique
-    return out
 
 
 def expert_clusters_import(*, campaign: Campaign, clusters: dict, by, note: str = "imported") -> int:

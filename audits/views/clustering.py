@@ -88,7 +88,8 @@ def workspace(request, slug, external_id):
         "baseVersion": lane.version if lane else 0,
         "basedOn": start.pk if start is not None else None,
         "answers": answers_,
-        "assignment": start.assignment if start is not None else {},
+        # Without any saved clustering, the page opens on the engine's proposal, unsaved.
+        "assignment": start.assignment if start is not None else selectors.proposed_assignment(answers=answers_),
         "invalid": start.invalid if start is not None else [],
         "saveUrl": reverse("audit_answer_save", args=[campaign.slug, prompt.external_id]),
     }

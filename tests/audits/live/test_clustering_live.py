@@ -306,7 +306,10 @@ def test_pages_are_for_the_campaign_managers_and_saves_answer_in_json(world, mak
     assert "after you loaded version 2: nothing was saved" in " ".join(str(m) for m in stale.context["messages"])
     # Bob's page shows none of Alice's clustering (double-blind).
     bob_page = signed_in(bob).get(f"{base}q1/")
-    assert bob_page.context["data"]["assignment"] == {} and bob_page.context["shown"] == []
+    # Nothing of Bob's is saved: his page opens on the engine's proposal, unsaved, not on Alice's work.
+    unsaved = selectors.proposed_assignment(answers=selectors.prompt_answers(prompt=prompt))
+    assert bob_page.context["data"]["assignment"] == unsaved and bob_page.context["data"]["invalid"] == []
+    assert bob_page.context["data"]["basedOn"] is None and bob_page.context["shown"] == []
     assert b"alice" not in bob_page.content.split(b"<h2>Versions</h2>")[1]
     # "Propose clusters for every prompt": Bob's page then starts from the proposal.
     client.post(base)
