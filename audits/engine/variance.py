@@ -22,7 +22,8 @@ VARIANCE_METHOD = (
     "designs (Gao & Owen 2017, U-statistics)"
 )
 RESOLUTION_METHOD = (
-    "least significant difference: the smallest difference a two-sided test at 1 - level declares "
+    "least significant difference: the smallest difference a two-sided test at significance 1 − level (5 % at "
+    "the 95 % level) declares "
     "significant; prompts: t on the pooled within-prompt variance, 2 prompts of k labels; systems: paired "
     "t over raters (one system: unpaired, a second system with the same spread across raters)"
 )

@@ -49,16 +49,19 @@ def campaign_label_matrix(*, campaign: Campaign) -> tuple[LabelMatrix, int]:
     watermark = len(rows)
     per_option = campaign.schema == Campaign.Schema.OPTION_RATING
     prompts = Prompt.objects.filter(campaign=campaign, is_control=False)
-    prompts = {pk: (ext, gold) for pk, ext, gold in prompts.values_list("pk", "external_id", "gold")}
+    prompts = {
+        pk: (ext, gold, group) for pk, ext, gold, group in prompts.values_list("pk", "external_id", "gold", "group")
+    }
     if per_option:
-        workers, units, values = [], [], []
+        workers, units, values, prompt_of = [], [], [], []
         for worker_id, prompt_id, value in rows:
             for number, raw in enumerate(value, start=1):
                 workers.append(worker_id)
                 units.append(prompt_id * OPTION_BASE + number)
                 values.append(raw)
+                prompt_of.append(prompt_id)
         gold = {}
-        for pk, (_, g) in prompts.items():
+        for pk, (_, g, _) in prompts.items():
             if isinstance(g, list):
                 for number, raw in enumerate(g, start=1):
                     if raw is not None:
@@ -67,12 +70,17 @@ def campaign_label_matrix(*, campaign: Campaign) -> tuple[LabelMatrix, int]:
         workers = np.fromiter((r[0] for r in rows), dtype=np.int64, count=watermark)
         units = np.fromiter((r[1] * OPTION_BASE for r in rows), dtype=np.int64, count=watermark)
         values = np.array([r[2] for r in rows]) if rows else np.zeros(0)
-        gold = {pk * OPTION_BASE: g for pk, (_, g) in prompts.items() if g is not None and not isinstance(g, list)}
+        gold = {pk * OPTION_BASE: g for pk, (_, g, _) in prompts.items() if g is not None and not isinstance(g, list)}
+        prompt_of = [r[1] for r in rows]
+    # Each label carries its prompt's group (the import's theme or context column), for the systems'
+    # per-group scores; a campaign without groups has none.
+    groups = [prompts[pk][2] for pk in prompt_of] if any(g for _, _, g in prompts.values()) else None
     matrix = LabelMatrix.from_triples(
         np.asarray(workers, dtype=np.int64),
         np.asarray(units, dtype=np.int64),
         values,
         gold=gold or None,
+        group=groups,
         binarize=dict(campaign.label_schema.binarization),
         source=f"campaign {campaign.slug}",
     )

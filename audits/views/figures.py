@@ -8,12 +8,15 @@ from django.utils.safestring import mark_safe
 from annotation.selectors import campaign_for_user
 from audits import charts
 from audits.selectors import figures
+from audits.selectors.full import full_audit_skip_reason
 
 
 @login_required
 def groups(request, slug):
     campaign = campaign_for_user(user=request.user, slug=slug)
-    context = {"campaign": campaign, "table": figures.group_table(campaign=campaign), "columns": figures.TABLE_COLUMNS}
+    skip_reason = full_audit_skip_reason(campaign)  # free text: no label matrix to split by group
+    table = None if skip_reason else figures.group_table(campaign=campaign)
+    context = {"campaign": campaign, "table": table, "skip_reason": skip_reason, "columns": figures.TABLE_COLUMNS}
     return render(request, "audits/groups.html", context)
 
 

@@ -308,7 +308,9 @@ def test_a_binary_campaign_still_gets_its_full_audit(make_campaign, make_worker)
 def test_the_simulated_crowd_types_an_accepted_answer_or_a_shrug(client, make_user, make_free_text):
     campaign = make_free_text(rows=[{"id": "q1", "text": QUESTION}], k=1)
     client.force_login(make_user())
-    page = _Page(client.get(client.get(reverse("worker_next", args=[campaign.slug])).url).content.decode())
+    html = client.get(client.get(reverse("worker_next", args=[campaign.slug])).url).content.decode()
+    assert "{#" not in html and "#}" not in html  # no template comment leaks onto the worker's page
+    page = _Page(html)
     form = page.form("label-form")
     assert form.texts == ["value"] and page.prompt_text == QUESTION
 

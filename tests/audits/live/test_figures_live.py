@@ -23,7 +23,9 @@ from audits.selectors import campaign_label_matrix
 from audits.selectors.figures import TABLE_COLUMNS, figures_data
 from tests.audits import naive
 from tests.audits.conftest import dataset, tgcsr_labels
+from tests.audits.live.free_text import free_text_campaign
 from tests.audits.live.labeling import label_one_each
+from tests.helpers import signed_in
 
 pytestmark = [pytest.mark.django_db]
 
@@ -251,3 +253,10 @@ def test_the_engine_modules_doctests_run():
 
     result = doctest.testmod(audits.engine.figures)
     assert result.failed == 0 and result.attempted >= 5
+
+
+def test_a_free_text_campaigns_groups_page_says_why_it_has_none(researcher):
+    campaign = free_text_campaign(researcher, {"q1": ("Name a pet.", ["dog", "cat"])})
+    page = signed_in(researcher).get(f"/audits/{campaign.slug}/groups/")
+    assert page.status_code == 200
+    assert "free-text answers are audited by their clusters" in page.content.decode()

@@ -20,7 +20,7 @@ from audits.models import System
 from audits.selectors import campaign_label_matrix
 from audits.selectors.systems import leaderboard
 from audits.services.systems import system_delete, system_save, system_upload
-from tests.helpers import sim_worker
+from tests.helpers import jsonl, prompts_jsonl, sim_worker
 
 pytestmark = [pytest.mark.django_db]
 
@@ -179,16 +179,18 @@ def test_per_option_systems_name_units(per_option):
         system_save(campaign=per_option, name="bare", predictions={"o0": 10}, by=None)
 
 
-def test_free_text_campaigns_are_not_scored_here(researcher):
-    from annotation.models import Campaign
-
-    if not hasattr(Campaign.Schema, "FREE_TEXT"):
-        pytest.skip("no free-text schema in this tree")
+def test_free_text_systems_are_ranked_lists_scored_against_final_clusters(researcher):
+    """A free-text system is ranked answers per prompt (tests/audits/live/test_answer_systems_live.py
+    scores them); a label-style mapping is refused, and with no final clustering nothing is ranked."""
     campaign = services.campaign_create(owner=researcher, title="Free", schema="free_text", k=3)
+    services.prompts_import(campaign=campaign, data=prompts_jsonl(2, gold=False), filename="q.jsonl")
     with pytest.raises(ValidationError) as exc:
         system_save(campaign=campaign, name="s", predictions={"p0": "a"}, by=None)
-    assert exc.value.message_dict["file"] == ["Systems of free text campaigns are not scored here."]
-    assert leaderboard(campaign=campaign)["reason"] == "free text campaigns' systems are not scored here"
+    assert "answers must be a list of strings" in " ".join(exc.value.message_dict["predictions"])
+    system_save(campaign=campaign, name="s", predictions={"p0": ["a", "b"]}, by=None)
+    board = leaderboard(campaign=campaign)
+    assert board["kind"] == "answers" and board["ranking"] == []
+    assert board["reason"] == "no prompt has a final (adjudicated) clustering of its answers yet"
 
 
 # --------------------------------------------------------------------------------------- the leaderboard
@@ -298,3 +300,26 @@ def test_the_api_creates_reads_replaces_deletes_and_ranks(labeled, researcher, m
     }
     assert api.delete(base + "third/").status_code == 204 and api.delete(base + "third/").status_code == 404
     assert api.get(base + "nothing/").status_code == 404
+
+
+def test_systems_are_scored_per_group_of_the_import(researcher):
+    """The import's group column reaches the leaderboard: each group's accuracy against the modal label
+    equals a count by hand over that group's prompts."""
+    campaign = services.campaign_create(owner=researcher, title="Grouped", k=5)
+    rows = [
+        {"id": f"p{i}", "text": f"Statement {i}.", "gold": i % 2, "group": "odd" if i % 2 else "even"}
+        for i in range(N_PROMPTS)
+    ]
+    services.prompts_import(campaign=campaign, data=jsonl(*rows), filename="grouped.jsonl")
+    campaign = services.campaign_transition(campaign=campaign, action="launch")
+    label_noisily(campaign)
+    system_save(campaign=campaign, name="poor", predictions=POOR, by=None)
+    board = leaderboard(campaign=campaign)
+    groups = board["systems"]["poor"]["groups"]
+    assert set(groups) == {"odd", "even"}
+    matrix, _ = campaign_label_matrix(campaign=campaign)
+    modal = dict(zip(matrix.prompt_ids, modal_labels(matrix), strict=True))
+    for name, parity in (("even", 0), ("odd", 1)):
+        ids = [f"p{i}" for i in range(N_PROMPTS) if i % 2 == parity]
+        correct = sum(POOR[p] == modal[p] for p in ids)
+        assert (groups[name]["modal"]["correct"], groups[name]["modal"]["n"]) == (correct, len(ids))
