@@ -311,8 +311,13 @@ def crowd_campaign(make_campaign, *, n_prompts: int = 120, n_controls: int = 40)
     )
     rows = [{"id": f"p{i}", "text": f"Statement {i}.", "gold": i % 2} for i in range(n_prompts)]
     rows += [{"id": f"c{i}", "text": f"Control {i}.", "gold": i % 2} for i in range(n_controls)]
-    services.prompts_import(campaign=campaign, data=jsonl(*rows), filename="crowd.jsonl")
-    prompts_control_set(campaign=campaign, external_ids=[f"c{i}" for i in range(n_controls)])
+    saved = random.getstate()
+    random.seed(n_prompts)  # the slots' random keys decide who gets which prompt: seeded, as run_crowd's draws
+    try:
+        services.prompts_import(campaign=campaign, data=jsonl(*rows), filename="crowd.jsonl")
+        prompts_control_set(campaign=campaign, external_ids=[f"c{i}" for i in range(n_controls)])
+    finally:
+        random.setstate(saved)
     return services.campaign_transition(campaign=campaign, action="launch")
 
 

@@ -28,13 +28,14 @@ N_PROMPTS = 20
 
 
 def label_noisily(campaign, n_workers=5, seed=0):
-    """Each of ``n_workers`` workers labels every prompt: gold (p<i>: i % 2), flipped 20 % of the time."""
-    rng = np.random.default_rng(seed)
-    for _ in range(n_workers):
+    """Each of ``n_workers`` workers labels every prompt: gold (p<i>: i % 2), flipped 20 % of the time.
+    A flip is drawn per (worker, prompt), so the labels do not depend on the order prompts are served in."""
+    for w in range(n_workers):
         worker = sim_worker("sys")
         while isinstance(lease := services.lease_acquire(campaign=campaign, worker=worker), Lease):
-            truth = int(lease.prompt.external_id[1:]) % 2
-            value = truth if rng.random() > 0.2 else 1 - truth
+            i = int(lease.prompt.external_id[1:])
+            truth = i % 2
+            value = truth if np.random.default_rng([seed, w, i]).random() > 0.2 else 1 - truth
             services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
 
 
