@@ -52,3 +52,30 @@ def test_upload_csv_see_the_leaderboard_and_a_row_error(live_server, page, make_
     assert page.locator("#leaderboard-table tbody tr").count() == 2  # the page still shows the board
     page.screenshot(path=tmp_path / "row-error.png", full_page=True)
     assert problems == [] or all("400" in p for p in problems), problems
+
+
+def test_deleting_a_system_asks_first(live_server, page, make_campaign, researcher):
+    campaign = make_campaign(N_PROMPTS, k=5)
+    label_noisily(campaign)
+    problems = page_problems(page)
+    sign_in(page, live_server.url, "researcher")
+    page.goto(f"{live_server.url}/audits/{campaign.slug}/systems/")
+    upload(page, "good", "good.csv", csv_of(GOOD))
+    page.wait_for_selector("text=System “good”: 20 predictions stored.")
+    asked = []
+
+    def answer(dialog, accept):
+        asked.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    delete = page.locator("tr[data-system=good] button.danger")
+    page.once("dialog", lambda d: answer(d, False))
+    delete.click()
+    page.wait_for_timeout(300)
+    assert asked == ["Delete system “good” and its predictions? This cannot be undone."]
+    assert System.objects.filter(name="good").exists()  # dismissed: nothing was sent
+    page.once("dialog", lambda d: answer(d, True))
+    delete.click()
+    page.wait_for_selector("text=System “good” deleted.")
+    assert not System.objects.filter(name="good").exists()
+    assert problems == [], problems
