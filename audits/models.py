@@ -173,6 +173,9 @@ class AuditSnapshot(models.Model):
     read_at = models.DateTimeField(null=True, blank=True, help_text="When the labels it includes were read.")
     duration_ms = models.FloatField(default=0.0)
     cpu_ms = models.FloatField(default=0.0, help_text="CPU time of the computing process.")
+    rules_applied_at = models.DateTimeField(
+        null=True, blank=True, help_text="Quick runs: when the quality rules were applied to its worker numbers."
+    )
 
     class Meta:
         constraints = [

@@ -7,6 +7,7 @@ Production configuration comes from environment variables; README "Configuration
 """
 
 import os
+from decimal import Decimal
 from pathlib import Path
 
 import dj_database_url
@@ -134,6 +135,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.channels.tasks.mturk_reconcile_task",
         "schedule": int(os.environ.get("CHORUS_MTURK_RECONCILE_SECONDS", 300)),
     },
+    # Heal what a lost Prolific hook missed: submissions, places, the study's state (annotation.channels).
+    "prolific-reconcile": {
+        "task": "annotation.channels.tasks.prolific_reconcile_task",
+        "schedule": int(os.environ.get("CHORUS_PROLIFIC_RECONCILE_SECONDS", 300)),
+    },
     # Schedule every campaign whose audit is behind its labels (heals lost enqueues, broker outages).
     "audit-sweep": {"task": "audits.sweep", "schedule": float(os.environ.get("CHORUS_AUDIT_SWEEP_SECONDS", 15))},
 }
@@ -225,6 +231,16 @@ CHORUS_CHANNELS = {
         },
     },
 }
+# Prolific (annotation.channels.services.prolific): the deployment's researcher token, never logged or
+# shown; researchers may save their own on the channels page instead.
+CHORUS_PROLIFIC_API_URL = os.environ.get("CHORUS_PROLIFIC_API_URL", "https://api.prolific.com/api/v1/")
+CHORUS_PROLIFIC_TOKEN = os.environ.get("CHORUS_PROLIFIC_TOKEN", "")
+CHORUS_PROLIFIC_COMPLETION_URL = os.environ.get(
+    "CHORUS_PROLIFIC_COMPLETION_URL", "https://app.prolific.com/submissions/complete"
+)
+CHORUS_MAX_BONUS = Decimal(os.environ.get("CHORUS_MAX_BONUS", "10.00"))
+# Prolific's minimum hourly pay (GBP); the publishing form warns below it.
+CHORUS_PROLIFIC_MIN_HOURLY = Decimal(os.environ.get("CHORUS_PROLIFIC_MIN_HOURLY", "6.00"))
 FILE_UPLOAD_MAX_MEMORY_SIZE = CHORUS_MAX_IMPORT_BYTES + 1024 * 1024
 
 REST_FRAMEWORK = {

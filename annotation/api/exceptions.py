@@ -65,7 +65,8 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, ServiceError):
         set_rollback()
-        return Response(error_body(exc.code, exc.message), status=exc.status)
+        fields = {name: [message] for name, message in exc.fields.items()}
+        return Response(error_body(exc.code, exc.message, fields), status=exc.status)
     if isinstance(exc, PromptFileError):
         set_rollback()
         lines = {}

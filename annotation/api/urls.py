@@ -4,7 +4,7 @@ from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation.api import auth, campaigns, labels, quality, rules, worker_loop
+from annotation.api import auth, campaigns, labels, publications, quality, rules, worker_loop
 from annotation.exporting import FORMATS
 from annotation.services.campaigns import TRANSITIONS
 from audits.api import audit as audit_api
@@ -51,6 +51,24 @@ urlpatterns = [
         quality.WorkerActionUndoApi.as_view(),
         name="worker-action-undo",
     ),
+    path(f"{campaign}/publications/", publications.PublicationListApi.as_view(), name="publications"),
+    path("v1/publications/<int:pk>/", publications.PublicationDetailApi.as_view(), name="publication"),
+    path("v1/publications/<int:pk>/publish/", publications.PublicationPublishApi.as_view(), name="publication-publish"),
+    path(
+        "v1/publications/<int:pk>/withdraw/", publications.PublicationWithdrawApi.as_view(), name="publication-withdraw"
+    ),
+    path(
+        "v1/publications/<int:pk>/submissions/",
+        publications.SubmissionListApi.as_view(),
+        name="publication-submissions",
+    ),
+    path(
+        "v1/publications/<int:pk>/submissions/<str:submission_id>/review/",
+        publications.SubmissionReviewApi.as_view(),
+        name="publication-submission-review",
+    ),
+    path("v1/publications/<int:pk>/bonuses/", publications.BonusListApi.as_view(), name="publication-bonuses"),
+    path("v1/publications/<int:pk>/bonuses/rule/", publications.BonusRuleApi.as_view(), name="publication-bonus-rule"),
     path(f"{campaign}/labels/", labels.LabelListApi.as_view(), name="labels"),
     *(
         path(f"{campaign}/labels.{fmt}", labels.LabelExportApi.as_view(fmt=fmt), name=f"labels-{fmt}")

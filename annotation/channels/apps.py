@@ -10,4 +10,4 @@ class ChannelsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from annotation.channels import registry  # noqa: F401, PLC0415 (ready(): connects the setting_changed reset)
+        from annotation.channels import receivers, registry  # noqa: F401, PLC0415 (ready(): connects the receivers)

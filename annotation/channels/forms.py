@@ -162,3 +162,51 @@ class MTurkBonusForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="The worker sees this with the bonus (MTurk requires one).",
     )
+
+
+class ProlificPublicationForm(forms.Form):
+    """A Prolific study's options; ``prolific.prolific_options_clean`` checks them again."""
+
+    title = forms.CharField(max_length=200, help_text="What participants see in Prolific's list of studies.")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="What the study asks of them.")
+    reward = forms.DecimalField(
+        min_value=Decimal("0.01"), decimal_places=2, help_text="Per submission, in your Prolific account's currency."
+    )
+    labels_per_participant = forms.IntegerField(min_value=1, help_text="Labels each participant gives.")
+    estimated_minutes = forms.IntegerField(min_value=1, max_value=1440, help_text="Minutes a submission takes.")
+    devices = forms.MultipleChoiceField(
+        choices=[(d, d.capitalize()) for d in ("desktop", "tablet", "mobile")],
+        initial=["desktop", "tablet", "mobile"],
+        widget=forms.CheckboxSelectMultiple,
+    )
+    auto_approve = forms.BooleanField(
+        required=False,
+        initial=True,
+        help_text="Approve participants in good standing once the live audit has covered their labels.",
+    )
+
+    def options(self) -> dict:
+        data = dict(self.cleaned_data)
+        data["reward"] = str(data["reward"])
+        return data
+
+
+class ProlificTokenForm(forms.Form):
+    token = forms.CharField(
+        widget=forms.PasswordInput(render_value=False),
+        max_length=500,
+        help_text="Your API token from Prolific's settings. Chorus never shows it back.",
+    )
+
+
+class ProlificReviewForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    category = forms.CharField(required=False)
+    message = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class ProlificBonusForm(forms.Form):
+    worker = forms.CharField(max_length=200, help_text="The participant (prolific:<id>).")
+    amount = forms.DecimalField(min_value=Decimal("0.01"), decimal_places=2)
+    reason = forms.CharField(max_length=1000)
+    key = forms.CharField(widget=forms.HiddenInput, max_length=200)

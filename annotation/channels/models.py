@@ -16,8 +16,10 @@ class Publication(models.Model):
     class Kind(models.TextChoices):
         MTURK = "mturk", "Amazon Mechanical Turk"
         PANEL = "panel", "Link-based panel"
+        PROLIFIC = "prolific", "Prolific (through its API)"
 
     class Status(models.TextChoices):
+        DRAFT = "draft", "Draft (waiting for the researcher's confirmation)"
         PENDING = "pending", "Waiting to be published"
         PUBLISHING = "publishing", "Publishing"
         PUBLISHED = "published", "Published"
@@ -25,7 +27,7 @@ class Publication(models.Model):
         WITHDRAWING = "withdrawing", "Being withdrawn"
         WITHDRAWN = "withdrawn", "Withdrawn"
 
-    ACTIVE_STATUSES = (Status.PENDING, Status.PUBLISHING, Status.PUBLISHED)
+    ACTIVE_STATUSES = (Status.DRAFT, Status.PENDING, Status.PUBLISHING, Status.PUBLISHED)
 
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.PROTECT, related_name="publications")
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -62,7 +64,7 @@ class Publication(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["campaign", "channel"],
-                condition=Q(status__in=["pending", "publishing", "published"]),
+                condition=Q(status__in=["draft", "pending", "publishing", "published"]),
                 name="publication_one_active_per_channel",
             ),
         ]
@@ -249,3 +251,177 @@ class PanelSession(models.Model):
     def __str__(self) -> str:
         session = f" (session {self.session_ref})" if self.session_ref else ""
         return f"{self.worker} on {self.panel}{session}"
+
+
+class ProlificAccount(models.Model):
+    """A Prolific researcher token Chorus acts with: the deployment's (``CHORUS_PROLIFIC_TOKEN``, ``user``
+    empty, ``token`` empty: read from the settings each time) or one a researcher saved on the channels
+    page. The token is never shown back, logged or exported. Its workspace holds the hooks' secret and
+    subscriptions, which deliver to ``/channels/prolific/hooks/<pk>/``."""
+
+    class Hooks(models.TextChoices):
+        NONE = "", "Not subscribed"
+        SUBSCRIBED = "subscribed", "Subscribed and confirmed"
+        REFUSED = "refused", "Refused by Prolific (reconciliation only)"
+        NO_URL = "no_url", "No public URL (reconciliation only)"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="prolific_account"
+    )
+    token = models.CharField(max_length=500, blank=True, help_text="Empty: the deployment's CHORUS_PROLIFIC_TOKEN.")
+    workspace_id = models.CharField(max_length=64, blank=True)
+    hook_secret = models.CharField(max_length=500, blank=True)
+    hooks = models.CharField(max_length=12, choices=Hooks.choices, default=Hooks.NONE, blank=True)
+    hooks_note = models.TextField(blank=True, help_text="Why hooks are not used, in words (Prolific's refusal).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user"], condition=Q(user__isnull=True), name="prolific_one_deployment_account"
+            ),
+        ]
+
+    def __str__(self) -> str:  # never the token
+        return f"Prolific account of {self.user}" if self.user_id else "Prolific account of the deployment"
+
+
+class ProlificExclusionGroup(models.Model):
+    """The Chorus-managed participant group of a campaign's blocked workers, on one Prolific account:
+    every study of the campaign excludes it (``participant_group_blocklist``), so a blocked worker cannot
+    take a place again."""
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.PROTECT, related_name="+")
+    account = models.ForeignKey(ProlificAccount, on_delete=models.PROTECT, related_name="groups")
+    group_id = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["campaign", "account"], name="prolific_group_once")]
+
+    def __str__(self) -> str:
+        return self.group_id or f"group of campaign {self.campaign_id} (not created yet)"
+
+
+class ProlificStudy(models.Model):
+    """A publication's study on Prolific, and what Chorus wants of it. ``prolific_sync`` drives the
+    study towards that (create the draft, publish, pause, start, stop, places) from any state, so a
+    lost answer or a crash is healed by running it again."""
+
+    publication = models.OneToOneField(Publication, on_delete=models.CASCADE, related_name="prolific")
+    account = models.ForeignKey(ProlificAccount, on_delete=models.PROTECT, related_name="studies")
+    study_id = models.CharField(max_length=64, blank=True, db_index=True)
+    remote_status = models.CharField(max_length=20, blank=True)
+    reward_minor = models.PositiveIntegerField(help_text="Per submission, in the account's minor units (pence).")
+    currency = models.CharField(max_length=3, default="GBP")
+    labels_per_participant = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    estimated_minutes = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    devices = models.JSONField(default=list, blank=True)
+    filters = models.JSONField(default=list, blank=True, help_text="Prolific's filter objects, passed through.")
+    publish_requested = models.BooleanField(default=False)
+    auto_approve = models.BooleanField(
+        default=True, help_text="Approve a participant in good standing once the live audit covered their labels."
+    )
+    total_places = models.PositiveIntegerField(default=0, help_text="total_available_places as last set.")
+    places_taken = models.PositiveIntegerField(default=0)
+    total_cost_minor = models.PositiveIntegerField(null=True, blank=True, help_text="Prolific's own total_cost.")
+    pending = models.TextField(blank=True, help_text="What is waiting for Prolific, and why (shown on the page).")
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "Prolific studies"
+
+    def __str__(self) -> str:
+        return self.study_id or f"draft study of publication {self.publication_id}"
+
+    @property
+    def internal_name(self) -> str:
+        """Chorus's key on the study: looked up before a creation whose answer was lost is repeated."""
+        return f"chorus:{self.publication.token_prefix}"
+
+
+class ProlificSubmission(models.Model):
+    """A Prolific submission as Chorus last read it, and Chorus's verdict on it."""
+
+    class Verdict(models.TextChoices):
+        NONE = "", "—"
+        WAITING = "waiting", "Waiting for the live audit"
+        APPROVE = "approve", "Approve (good standing)"
+        HELD = "held", "Held for the researcher (blocked or excluded)"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+
+    publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="prolific_submissions")
+    submission_id = models.CharField(max_length=64, unique=True)
+    participant_id = models.CharField(max_length=64)
+    worker = models.ForeignKey("annotation.Worker", on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=20)
+    verdict = models.CharField(max_length=10, choices=Verdict.choices, default=Verdict.NONE, blank=True)
+    rejection_category = models.CharField(max_length=30, blank=True)
+    message = models.TextField(blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    event_at = models.FloatField(default=0.0, help_text="X-Timestamp of the newest event applied (out-of-order guard).")
+    leases_ended = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["publication", "status"], name="prolific_sub_status")]
+
+    def __str__(self) -> str:
+        return self.submission_id
+
+
+class ProlificBonus(models.Model):
+    """A bonus to one participant. Prolific's pay call is not idempotent, so the row is written before
+    anything is sent: set up once (``setup_id``), paid once; a pay whose answer was lost (``paying``) is
+    checked against the submission's ``bonus_payments`` before it is ever sent again."""
+
+    class Status(models.TextChoices):
+        RECORDED = "recorded", "Recorded"
+        SET_UP = "set_up", "Set up on Prolific"
+        PAYING = "paying", "Pay sent, answer not seen"
+        PAID = "paid", "Paid"
+        FAILED = "failed", "Refused by Prolific"
+
+    publication = models.ForeignKey(Publication, on_delete=models.PROTECT, related_name="prolific_bonuses")
+    worker = models.ForeignKey("annotation.Worker", on_delete=models.PROTECT, related_name="+")
+    submission_id = models.CharField(max_length=64)
+    amount = models.DecimalField(max_digits=8, decimal_places=2)
+    reason = models.CharField(max_length=1000)
+    key = models.CharField(max_length=200, help_text="The idempotency key: one bonus per key and publication.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RECORDED)
+    setup_id = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    paid_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "Prolific bonuses"
+        constraints = [
+            models.UniqueConstraint(fields=["publication", "key"], name="prolific_bonus_key_once"),
+            models.CheckConstraint(condition=Q(amount__gt=0), name="prolific_bonus_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.amount} bonus to {self.worker} ({self.status})"
+
+
+class ProlificEvent(models.Model):
+    """A verified hook delivery, kept by its ``X-Event-ID`` so a repeated delivery is done once."""
+
+    account = models.ForeignKey(ProlificAccount, on_delete=models.CASCADE, related_name="+")
+    event_id = models.CharField(max_length=200, unique=True)
+    event_type = models.CharField(max_length=60)
+    resource_id = models.CharField(max_length=64)
+    sent_at = models.FloatField(default=0.0, help_text="X-Timestamp.")
+    payload = models.JSONField(default=dict)
+    received_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.resource_id}"

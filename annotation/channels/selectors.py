@@ -3,9 +3,11 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 
 from annotation.channels.models import (
     MTurkAssignment,
@@ -45,6 +47,21 @@ def publication_for_owner(*, user, pk: int) -> Publication:
 
 def publications_of(*, campaign) -> QuerySet[Publication]:
     return Publication.objects.filter(campaign=campaign).select_related("panel").order_by("-created_at")
+
+
+def panel_study_url(*, publication: Publication, base: str | None = None) -> str | None:
+    """The link a panel's participants open, with the panel's placeholders (Prolific fills
+    ``{{%PROLIFIC_PID%}}``-style ones; other panels have their own, shown as ``<NAME>``). ``base``: the
+    absolute URL of the entry page; else ``CHORUS_PUBLIC_URL`` + its path."""
+    panel = getattr(publication, "panel", None)
+    if panel is None:
+        return None
+    placeholder = "{{%%%s%%}}" if publication.channel == "prolific" else "<%s>"
+    names = [panel.participant_param, panel.study_param, panel.session_param]
+    params = "&".join(f"{name}={placeholder % name}" for name in names if name)
+    if base is None:
+        base = settings.CHORUS_PUBLIC_URL.rstrip("/") + reverse("channels:panel_entry", args=[panel.slug])
+    return f"{base}?{params}"
 
 
 def publications_to_reconcile() -> QuerySet[Publication]:

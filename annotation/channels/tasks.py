@@ -68,3 +68,70 @@ def mturk_reconcile_task():
         except ChannelTransientError as exc:
             results[publication_id] = f"transient error, retried next period: {exc.message}"
     return results
+
+
+# ------------------------------------------------------------------------------------ Prolific
+# 429s and 5xx are retried with back-off; every Prolific task re-reads the state it acts on, so a
+# retry after a lost answer does nothing twice (creation is looked up by internal_name first, pay
+# is checked against the submission's bonus payments first).
+
+
+@shared_task(
+    autoretry_for=(ChannelTransientError,), retry_backoff=5, retry_backoff_max=300, retry_jitter=True, max_retries=10
+)
+def prolific_sync_task(publication_id: int):
+    from annotation.channels.services.prolific import prolific_sync  # noqa: PLC0415 (services import this module: a cycle)
+
+    return prolific_sync(publication_id=publication_id)
+
+
+@shared_task(
+    autoretry_for=(ChannelTransientError,), retry_backoff=5, retry_backoff_max=300, retry_jitter=True, max_retries=10
+)
+def prolific_review_task(publication_id: int):
+    """Approve what the audit has covered since (scheduled again while some wait for it)."""
+    from annotation.channels.services.prolific import prolific_review_auto  # noqa: PLC0415 (a cycle: see above)
+
+    return prolific_review_auto(publication_id=publication_id)
+
+
+@shared_task(
+    autoretry_for=(ChannelTransientError,), retry_backoff=5, retry_backoff_max=300, retry_jitter=True, max_retries=10
+)
+def prolific_event_task(event_id: int):
+    from annotation.channels.services.prolific import prolific_event_process  # noqa: PLC0415 (a cycle: see above)
+
+    return prolific_event_process(event_id=event_id)
+
+
+@shared_task(
+    autoretry_for=(ChannelTransientError,), retry_backoff=5, retry_backoff_max=300, retry_jitter=True, max_retries=10
+)
+def prolific_bonus_task(bonus_id: int):
+    from annotation.channels.services.prolific import prolific_bonus_pay  # noqa: PLC0415 (a cycle: see above)
+
+    return prolific_bonus_pay(bonus_id=bonus_id)
+
+
+@shared_task(
+    autoretry_for=(ChannelTransientError,), retry_backoff=5, retry_backoff_max=300, retry_jitter=True, max_retries=10
+)
+def prolific_group_task(group_pk: int, worker_id: int):
+    from annotation.channels.services.prolific import prolific_group_push  # noqa: PLC0415 (a cycle: see above)
+
+    return prolific_group_push(group_pk=group_pk, worker_id=worker_id)
+
+
+@shared_task
+def prolific_reconcile_task():
+    """Periodic (CELERY_BEAT_SCHEDULE): sync every open Prolific publication, the safety net under hooks.
+    A transient error on one does not stop the others; the next period retries it."""
+    from annotation.channels.services.prolific import prolific_publications_open, prolific_sync  # noqa: PLC0415
+
+    results = {}
+    for publication_id in prolific_publications_open():
+        try:
+            results[publication_id] = prolific_sync(publication_id=publication_id)
+        except ChannelTransientError as exc:
+            results[publication_id] = f"transient error, retried next period: {exc.message}"
+    return results

@@ -175,6 +175,26 @@ def lease_release(*, lease_id: int, worker: Worker, campaign_slug: str | None = 
         Slot.objects.filter(pk=lease.slot_id, lease=lease, filled=False).update(lease=None, lease_expires_at=None)
 
 
+def worker_leases_end(*, campaign_id: int, worker_id: int) -> int:
+    """End the worker's live leases in the campaign as ``lease_release`` does (released, their slots
+    free for others): a blocked worker, or a panel participant who returned or timed out. Returns how
+    many ended.
+
+    In a transaction of its own, after the block committed: label_submit locks its lease before the
+    Participation row, so a transaction that held that row while waiting for a lease could deadlock
+    with it. A label submitted meanwhile is refused all the same: label_submit reads the block under
+    the row's lock.
+    """
+    with transaction.atomic(durable=True):
+        leases = Lease.objects.select_for_update().filter(
+            campaign_id=campaign_id, worker_id=worker_id, status=Lease.Status.ACTIVE
+        )
+        ended = list(leases.values_list("pk", flat=True))
+        Lease.objects.filter(pk__in=ended).update(status=Lease.Status.RELEASED)
+        Slot.objects.filter(lease_id__in=ended, filled=False).update(lease=None, lease_expires_at=None)
+    return len(ended)
+
+
 def _locked_lease(lease_id: int, worker: Worker, campaign_slug: str | None = None) -> Lease:
     leases = Lease.objects.select_for_update(of=("self",)).select_related("campaign", "prompt")
     if campaign_slug is not None:

@@ -7,6 +7,7 @@ from django.utils.text import slugify
 
 from annotation.models import Campaign
 from annotation.services.errors import CampaignStateError
+from annotation.signals import campaign_status_changed
 from audits.services import audit_stats_invalidate
 
 EDITABLE_FIELDS = {
@@ -119,4 +120,8 @@ def campaign_transition(*, campaign: Campaign, action: str) -> Campaign:
         if action == "close":
             campaign.closed_at = now
         campaign.save(update_fields=["status", "launched_at", "closed_at"])
+        pk, status = campaign.pk, campaign.status
+        transaction.on_commit(
+            lambda: campaign_status_changed.send(sender=Campaign, campaign_id=pk, status=status), robust=True
+        )
     return campaign

@@ -4,11 +4,14 @@ class ServiceError(Exception):
     code = "refused"
     status = 400
 
-    def __init__(self, message: str, *, code: str | None = None):
+    def __init__(self, message: str, *, code: str | None = None, fields: dict | None = None, status: int | None = None):
         super().__init__(message)
         self.message = message
+        self.fields = fields or {}  # input field -> message, for the API's ``fields``
         if code:
             self.code = code
+        if status:
+            self.status = status
 
 
 class CampaignStateError(ServiceError):

@@ -8,10 +8,11 @@ the numbers that led to it.
   are rebuilt from ``Label.objects.audited()`` (``audit_stats_invalidate``), and ``label_submit``
   leaves the labels they give meanwhile out of them (``label_stats_add``). **Include** reverses it.
 * **Block** (``Participation.blocked_at``): no further lease on any channel (``lease_acquire``
-  refuses, ``selectors.refusal_before_slots``; MTurk also gets the block-list qualification,
-  ``mturk_worker_block``); their live leases end now (released, their slots free for others).
-  **Unblock** reverses it; on MTurk the qualification is lifted (``mturk_worker_unblock``) unless the
-  worker has nothing left there anyway.
+  refuses, ``selectors.refusal_before_slots``; every channel also keeps them out where it recruits,
+  ``channels.services.blocking.worker_block_on_channels``: MTurk's block-list qualification,
+  Prolific's exclusion group); their live leases end now (released, their slots free for others).
+  **Unblock** reverses it on every channel (``worker_unblock_on_channels``; MTurk keeps its
+  qualification where the worker has nothing left there anyway).
 * **Re-collect**: exclude, block, and void their counted labels (``label_void``'s writes: rows and
   leases kept, so they never see those prompts again; slots freed, so other workers label them).
   Undoing it includes and unblocks the worker; the voids stay (the slots may be filled again already).
@@ -23,7 +24,7 @@ Including or unblocking a worker who never was excluded or blocked is refused. E
 transaction, which locks like ``label_void``: the worker's labels (re-collect), their Participation row,
 then prompts and slots; so a label in flight is either in before the action (and excluded or voided
 with the others) or after it (left out of the audit, or refused from a blocked worker). A block ends
-the worker's live leases in a second transaction, once the first committed (``_leases_end``).
+the worker's live leases in a second transaction, once the first committed (``worker_leases_end``).
 
 A worker who is not in the campaign, or a missing reason, is refused with a ``ValidationError`` naming
 the field, before anything is written.
@@ -33,9 +34,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.channels.services.mturk_task import mturk_worker_block, mturk_worker_unblock
-from annotation.models import Campaign, Label, Lease, Participation, QualityRule, Slot, Worker, WorkerAction
-from annotation.services.assignment import label_void_locked
+from annotation.channels.services.blocking import worker_block_on_channels, worker_unblock_on_channels
+from annotation.models import Campaign, Label, Participation, QualityRule, Worker, WorkerAction
+from annotation.services.assignment import label_void_locked, worker_leases_end
 from annotation.services.errors import ServiceError
 from audits.services import audit_stats_invalidate
 
@@ -160,7 +161,7 @@ def _act(
         blocked = _apply(kind, participation, now)
         action = _log(kind, participation, by=by, rule=rule, reason=reason, numbers=numbers, now=now)
     if blocked:
-        _leases_end(campaign.pk, worker.pk)
+        worker_leases_end(campaign_id=campaign.pk, worker_id=worker.pk)
     action.logged = True
     return action
 
@@ -178,23 +179,6 @@ def _counted_labels(campaign_id: int, worker_id: int):
     """The worker's counted labels of prompts that are not controls: those whose slots a re-collection frees.
     Control labels stay: they fill no slot, and they are the record the worker was measured on."""
     return Label.objects.counted().filter(campaign_id=campaign_id, worker_id=worker_id, is_control=False)
-
-
-def _leases_end(campaign_id: int, worker_id: int) -> None:
-    """End a blocked worker's live leases as ``lease_release`` does (released, their slots free for others).
-
-    In a transaction of its own, after the block committed: label_submit locks its lease before the
-    Participation row, so a transaction that held that row while waiting for a lease could deadlock
-    with it. A label submitted meanwhile is refused all the same: label_submit reads the block under
-    the row's lock.
-    """
-    with transaction.atomic(durable=True):
-        leases = Lease.objects.select_for_update().filter(
-            campaign_id=campaign_id, worker_id=worker_id, status=Lease.Status.ACTIVE
-        )
-        ended = list(leases.values_list("pk", flat=True))
-        Lease.objects.filter(pk__in=ended).update(status=Lease.Status.RELEASED)
-        Slot.objects.filter(lease_id__in=ended, filled=False).update(lease=None, lease_expires_at=None)
 
 
 def _participation_lock(campaign_id: int, worker_id: int) -> Participation | None:
@@ -264,9 +248,9 @@ def _apply(kind: str, participation: Participation, now) -> bool:
         audit_stats_invalidate(campaign_id=campaign_id)
     blocked = fields.get("blocked_at") is not None
     if blocked:
-        mturk_worker_block(campaign_id=campaign_id, worker=participation.worker)
+        worker_block_on_channels(campaign_id=campaign_id, worker=participation.worker)
     elif kind == Kind.UNBLOCK:
-        mturk_worker_unblock(campaign_id=campaign_id, worker=participation.worker)
+        worker_unblock_on_channels(campaign_id=campaign_id, worker=participation.worker)
     return blocked
 
 

@@ -137,6 +137,9 @@ def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapsho
             )
         )
     quality.rules_apply(campaign=campaign, quality=workers)
+    # Panels approve a participant only after this (``audits.selectors.worker_audited``): their labels
+    # were read and the rules had their chance to block them.
+    AuditSnapshot.objects.filter(pk=snapshot.pk).update(rules_applied_at=timezone.now())
     if selectors.full_audit_due(campaign_id, totals.n_labels, timezone.now()):
         audit_schedule_recompute(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL, countdown=0)
     return snapshot

@@ -146,6 +146,47 @@ def a_system(world) -> None:
     system_save(campaign=world["campaign"], name="matrix", predictions={"p0": 1}, by=None)
 
 
+def prolific_publication(world) -> None:
+    """A published Prolific publication of the world's campaign with one submission awaiting review, as
+    ``W("prolific_pk")`` and ``W("submission_id")``: rows only, as the sync would have left them (no
+    remote call is reached: every probe is refused or answered before one)."""
+    from annotation.channels.models import PanelConfig, ProlificAccount, ProlificStudy, ProlificSubmission, Publication
+
+    campaign = world["campaign"]
+    # One active publication per channel name: the world's manual "prolific" panel link makes way.
+    Publication.objects.filter(campaign=campaign, kind="panel").update(status="withdrawn")
+    publication = Publication.objects.create(
+        campaign=campaign,
+        kind="prolific",
+        channel="prolific",
+        worker_channel="prolific",
+        status="published",
+        token_prefix="cmatrixprolif",
+        options={"title": "Matrix", "description": "Matrix", "reward": "1.00", "labels_per_participant": 1},
+    )
+    PanelConfig.objects.create(publication=publication, slug="matrix-prolific", completion_code="C")
+    account = ProlificAccount.objects.create(token="matrix-token")
+    ProlificStudy.objects.create(
+        publication=publication,
+        account=account,
+        study_id="s" * 24,
+        reward_minor=100,
+        labels_per_participant=1,
+        estimated_minutes=1,
+    )
+    worker = services.worker_get_or_create(channel="prolific", external_id="p" * 24)
+    ProlificSubmission.objects.create(
+        publication=publication,
+        submission_id="x" * 24,
+        participant_id="p" * 24,
+        worker=worker,
+        status="AWAITING REVIEW",
+    )
+    world["kwargs"].update(prolific_pk=publication.pk, submission_id="x" * 24, account_id=account.pk)
+
+
+PROLIFIC = {"kwargs": {"pk": W("prolific_pk")}, "prepare": prolific_publication}
+REVIEW = {"kwargs": {"pk": W("prolific_pk"), "submission_id": W("submission_id")}, "prepare": prolific_publication}
 SYSTEM = {"kwargs": {"name": "matrix"}, "prepare": a_system}
 RULE = {"metric": "straight_lining", "threshold": 0.9, "min_labels": 20, "action": "flag"}
 RULE_ID = {"kwargs": {"rule_id": W("rule_id")}, "prepare": quality_rule}
@@ -225,6 +266,19 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/worker-actions/<int:action_id>/undo/": [
         managers("POST", 200, kwargs={"action_id": W("action_id")}, prepare=worker_action, **API)
     ],
+    # Publications on every channel. No body: 400 naming the field, after the permission check.
+    "api/v1/campaigns/<slug:slug>/publications/": [managers("GET", 200, **API), managers("POST", 400, **API)],
+    "api/v1/publications/<int:pk>/": [managers("GET", 200, **API), managers("GET", 200, **PROLIFIC, **API)],
+    "api/v1/publications/<int:pk>/publish/": [managers("POST", 400, **PROLIFIC, **API)],  # published already
+    "api/v1/publications/<int:pk>/withdraw/": [managers("POST", 200, **API)],
+    "api/v1/publications/<int:pk>/submissions/": [managers("GET", 200, **PROLIFIC, **API)],
+    "api/v1/publications/<int:pk>/submissions/<str:submission_id>/review/": [managers("POST", 400, **REVIEW, **API)],
+    "api/v1/publications/<int:pk>/bonuses/": [
+        managers("GET", 200, **PROLIFIC, **API),
+        managers("POST", 400, **PROLIFIC, **API),
+    ],
+    "api/v1/publications/<int:pk>/bonuses/rule/": [managers("POST", 400, **PROLIFIC, **API)],
+    "api/v1/publications/<int:pk>/bonuses/csv/": [managers("POST", 400, **PROLIFIC, **API)],
     # --- Pages: researchers -----------------------------------------------------------------------
     "": [everyone("GET", 200)],
     "campaigns/new/": [signed_in("GET", 200), signed_in("POST", 200)],  # POST: no form data, the form again
@@ -322,6 +376,16 @@ TABLE: dict[str, list[Probe]] = {
     "channels/campaigns/<slug:slug>/panel/": [managers("GET", 200), managers("POST", 400)],
     "channels/publications/<int:pk>/": [managers("GET", 200)],
     "channels/publications/<int:pk>/withdraw/": [managers("POST", 302)],
+    # Prolific: no token configured, so the publishing page sends back to the channels page (which says
+    # what to set); the forms' refusals come back as a message on the page they were posted from.
+    "channels/campaigns/<slug:slug>/prolific/": [managers("GET", 302)],
+    "channels/campaigns/<slug:slug>/prolific/token/": [managers("POST", 302)],
+    "channels/publications/<int:pk>/publish/": [managers("POST", 302, **PROLIFIC)],
+    "channels/publications/<int:pk>/submissions/<str:submission_id>/review/": [managers("POST", 302, **REVIEW)],
+    "channels/publications/<int:pk>/prolific-bonuses/": [managers("POST", 302, **PROLIFIC)],
+    "channels/publications/<int:pk>/prolific-bonuses/many/": [managers("POST", 302, **PROLIFIC)],
+    # Prolific's hook deliveries are signed, not signed in: unsigned, everyone gets 403
+    "channels/prolific/hooks/<int:account_id>/": [everyone("POST", 403, kwargs={"account_id": 999})],
     # --- Channels: MTurk bonuses spend the owner's money: owner and staff; collaborators see the
     # publication page but get 403. No form data: the page's form errors (400) ----------------------
     "channels/publications/<int:pk>/bonuses/": [

@@ -14,7 +14,7 @@ from annotation.channels.models import MTurkHIT, PanelConfig, Publication
 from annotation.channels.options import mturk_options_clean
 from annotation.channels.pricing import mturk_plan
 from annotation.channels.registry import get_channel
-from annotation.channels.tasks import publish_campaign_task, withdraw_publication_task
+from annotation.channels.tasks import prolific_sync_task, publish_campaign_task, withdraw_publication_task
 from annotation.models import Campaign, Worker
 
 _TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -22,7 +22,7 @@ _PANEL_NAME = re.compile(r"^[a-z][a-z0-9_]{1,19}$")
 RESERVED_WORKER_CHANNELS = {Worker.NATIVE, "mturk", "mturk_sandbox", "locmem"}
 
 
-def _token_prefix() -> str:
+def token_prefix() -> str:
     return "c" + get_random_string(11, allowed_chars=_TOKEN_CHARS)
 
 
@@ -48,7 +48,7 @@ def publication_create_mturk(*, campaign: Campaign, user, options: dict, alias: 
                 channel=alias,
                 worker_channel=channel.worker_channel,
                 options=clean,
-                token_prefix=_token_prefix(),
+                token_prefix=token_prefix(),
                 planned_assignments=clean["n_assignments"],
                 created_by=user,
             )
@@ -118,7 +118,7 @@ def publication_create_panel(
                 channel=panel_name,
                 worker_channel=panel_name,
                 status=Publication.Status.PUBLISHED,
-                token_prefix=_token_prefix(),
+                token_prefix=token_prefix(),
                 created_by=user,
                 published_at=timezone.now(),
             )
@@ -151,7 +151,11 @@ def publication_withdraw(*, publication: Publication) -> Publication:
         if publication.status in (Publication.Status.WITHDRAWING, Publication.Status.WITHDRAWN):
             return publication
         now = timezone.now()
-        if publication.kind == Publication.Kind.PANEL or not publication.hits.filter(hit_id__isnull=False).exists():
+        if publication.kind == Publication.Kind.PROLIFIC and publication.status != Publication.Status.DRAFT:
+            # The sync stops the study (places already taken are still reviewed and paid), then says withdrawn.
+            publication.status = Publication.Status.WITHDRAWING
+            prolific_sync_task.delay_on_commit(publication.pk)
+        elif publication.kind != Publication.Kind.MTURK or not publication.hits.filter(hit_id__isnull=False).exists():
             publication.status = Publication.Status.WITHDRAWN
         else:
             publication.status = Publication.Status.WITHDRAWING

@@ -12,10 +12,12 @@ from django.views.decorators.http import require_POST
 from annotation import selectors as core_selectors
 from annotation.channels import selectors, services
 from annotation.channels.errors import BonusAlreadyGranted, PanelRefused, PublicationRefused
-from annotation.channels.forms import MTurkBonusForm, MTurkPublicationForm, PanelPublicationForm
+from annotation.channels.forms import MTurkBonusForm, MTurkPublicationForm, PanelPublicationForm, ProlificTokenForm
 from annotation.channels.models import Publication
 from annotation.channels.options import mturk_options_clean
 from annotation.channels.pricing import mturk_cost_preview
+from annotation.channels.services.prolific import prolific_account_for
+from annotation.channels.views.prolific import prolific_page_context
 from annotation.models import Campaign
 
 
@@ -26,6 +28,8 @@ def campaign_channels(request, slug):
         "campaign": campaign,
         "publications": selectors.publications_of(campaign=campaign),
         "labels_needed": selectors.labels_still_needed(campaign=campaign),
+        "prolific_account": prolific_account_for(user=request.user),
+        "token_form": ProlificTokenForm(),
     }
     return render(request, "channels/campaign_channels.html", context)
 
@@ -116,17 +120,12 @@ def _publication_page(
             context["bonus_form"] = bonus_form or MTurkBonusForm()
             context["bonus_workers"] = selectors.mturk_bonus_workers(publication=publication)
     else:
+        if publication.kind == Publication.Kind.PROLIFIC:
+            context.update(prolific_page_context(request, publication))
         panel = publication.panel
-        # Prolific fills {{%PROLIFIC_PID%}}-style placeholders in a study URL; other panels have their own.
-        placeholder = "{{%%%s%%}}" if publication.channel == "prolific" else "<%s>"
-        params = {panel.participant_param: placeholder % panel.participant_param}
-        if panel.study_param:
-            params[panel.study_param] = placeholder % panel.study_param
-        if panel.session_param:
-            params[panel.session_param] = placeholder % panel.session_param
         base = request.build_absolute_uri(reverse("channels:panel_entry", args=[panel.slug]))
         context["panel"] = panel
-        context["panel_url"] = base + "?" + "&".join(f"{k}={v}" for k, v in params.items())
+        context["panel_url"] = selectors.panel_study_url(publication=publication, base=base)
         context["progress"] = selectors.panel_progress(publication=publication)
     return render(request, "channels/publication_detail.html", context, status=status)
 

@@ -1,0 +1,43 @@
+"""Whether the live audit has seen a worker's labels and applied the campaign's quality rules to them:
+the gate a panel's automatic approval waits for, so a spammer who fills their quota before a rule
+fires is not approved in that gap (``annotation.channels.services.prolific``)."""
+
+from annotation.models import Label
+from audits.models import AuditSnapshot
+
+
+def _latest_table(campaign_id: int) -> list[dict] | None:
+    """The worker table of the newest quick snapshot whose rules were applied; None before any."""
+    snapshot = (
+        AuditSnapshot.objects.filter(
+            campaign_id=campaign_id, kind=AuditSnapshot.Kind.QUICK, rules_applied_at__isnull=False
+        )
+        .order_by("-watermark")
+        .values("data")
+        .first()
+    )
+    if snapshot is None:
+        return None
+    return (snapshot["data"].get("worker_quality") or {}).get("workers") or []
+
+
+def worker_numbers(*, campaign_id: int) -> list[dict]:
+    """Each worker's numbers as the live audit last judged them (``WorkerRow.numbers``)."""
+    return _latest_table(campaign_id) or []
+
+
+def worker_audited(*, campaign_id: int, worker_id: int, public_id: str) -> bool:
+    """True when the newest quick snapshot whose rules were applied counted every label of the worker.
+
+    Its worker table gives, per worker, the counted labels it read (``n_labels`` + ``n_controls``); the
+    worker's counted labels now are compared with that, so a label stored after the read (or a run
+    whose rules never ran: killed between the snapshot and the rules) leaves the gate closed until the
+    next run, which that label's own commit scheduled.
+    """
+    rows = _latest_table(campaign_id)
+    if rows is None:
+        return False
+    row = next((r for r in rows if r.get("worker") == public_id), None)
+    seen = 0 if row is None else int(row.get("n_labels") or 0) + int(row.get("n_controls") or 0)
+    stored = Label.objects.counted().filter(campaign_id=campaign_id, worker_id=worker_id).count()
+    return seen >= stored
