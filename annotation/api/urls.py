@@ -69,6 +69,7 @@ urlpatterns = [
     ),
     path("v1/publications/<int:pk>/bonuses/", publications.BonusListApi.as_view(), name="publication-bonuses"),
     path("v1/publications/<int:pk>/bonuses/rule/", publications.BonusRuleApi.as_view(), name="publication-bonus-rule"),
+    path("v1/publications/<int:pk>/bonuses/csv/", publications.BonusCsvApi.as_view(), name="publication-bonus-csv"),
     path(f"{campaign}/labels/", labels.LabelListApi.as_view(), name="labels"),
     *(
         path(f"{campaign}/labels.{fmt}", labels.LabelExportApi.as_view(fmt=fmt), name=f"labels-{fmt}")
