@@ -74,6 +74,7 @@ IN_PROGRESS = ("RESERVED", "ACTIVE")
 HOOK_EVENTS = ("submission.status.change", "study.status.change")
 MAX_DELIVERY_AGE = 300  # seconds: older signed deliveries are refused as stale (replays)
 SYNC_LOCK_SECONDS = 10 * 60
+REVIEW_AGAIN = 5  # seconds between reviews while a submission waits for the live audit
 _CODE_CHARS = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 _BONUS_OPEN = (ProlificBonus.Status.RECORDED, ProlificBonus.Status.SET_UP, ProlificBonus.Status.PAYING)
 
@@ -433,7 +434,7 @@ def _sync(publication_id: int) -> str:
         remote = _study_follow(study, client, remote)
         remote = _places_grow(study, client, remote)
         _remote_save(study, remote)
-        prolific_review_auto(publication_id=publication.pk, client=client)
+        prolific_review_soon(publication_id=publication.pk, client=client)
     _blocked_push(publication.campaign, account, client, group_id)
     for bonus_id in ProlificBonus.objects.filter(publication=publication, status__in=_BONUS_OPEN).values_list(
         "pk", flat=True
@@ -484,6 +485,8 @@ def _study_create(study: ProlificStudy, client: ProlificClient, group_id: str) -
     study.study_id = remote["id"]
     with transaction.atomic(durable=True):
         ProlificStudy.objects.filter(pk=study.pk).update(study_id=study.study_id)
+        # The study link now refuses arrivals that name another study.
+        PanelConfig.objects.filter(publication_id=study.publication_id).update(expected_study_id=study.study_id)
     _remote_save(study, remote)
 
 
@@ -697,7 +700,7 @@ def prolific_event_process(*, event_id: int) -> str:
             remote.setdefault("participant_id", remote.get("participant"))
             _submission_apply(study.publication, remote)
             _places_grow(study, client, client.study_get(study.study_id))
-            prolific_review_auto(publication_id=study.publication_id, client=client)
+            prolific_review_soon(publication_id=study.publication_id, client=client)
             outcome = remote["status"]
     else:
         study = ProlificStudy.objects.filter(study_id=event.resource_id).first()
@@ -767,15 +770,18 @@ def prolific_review_auto(*, publication_id: int, client: ProlificClient | None =
             ProlificSubmission.objects.filter(pk__in=[s.pk for s in approve]).update(
                 verdict=ProlificSubmission.Verdict.APPROVED, reviewed_at=timezone.now()
             )
-    if wait:
-        _sync_soon_review(publication_id)
     return {"approved": len(approve), "held": len(held), "waiting": len(wait)}
 
 
-def _sync_soon_review(publication_id: int) -> None:
+def prolific_review_soon(*, publication_id: int, client: ProlificClient | None = None) -> dict:
+    """Review now, and while some submissions wait for the audit, again in a few seconds
+    (``prolific_review_task`` retries itself for a few minutes; reconciliation after that)."""
     from annotation.channels.tasks import prolific_review_task  # noqa: PLC0415 (tasks import services: a cycle)
 
-    transaction.on_commit(lambda: prolific_review_task.apply_async((publication_id,), countdown=3))
+    counts = prolific_review_auto(publication_id=publication_id, client=client)
+    if counts["waiting"]:
+        transaction.on_commit(lambda: prolific_review_task.apply_async((publication_id,), countdown=REVIEW_AGAIN))
+    return counts
 
 
 def prolific_evidence(*, publication: Publication, worker: Worker) -> dict:
