@@ -49,7 +49,14 @@ class AuditSnapshotListApi(APIView):
     pagination_class = SnapshotPagination
 
     class FilterSerializer(serializers.Serializer):
-        kind = serializers.ChoiceField(choices=AuditSnapshot.Kind.choices, default=AuditSnapshot.Kind.QUICK)
+        # "cheap" is the quick kind's former name: clients written before the rename keep working.
+        kind = serializers.ChoiceField(
+            choices=[*AuditSnapshot.Kind.choices, ("cheap", "cheap: the former name of quick, still accepted")],
+            default=AuditSnapshot.Kind.QUICK,
+        )
+
+        def validate_kind(self, value: str) -> str:
+            return AuditSnapshot.Kind.QUICK if value == "cheap" else value
 
     class OutputSerializer(serializers.ModelSerializer):
         class Meta:

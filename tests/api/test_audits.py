@@ -60,6 +60,8 @@ def test_snapshot_history_and_report(audited, researcher, api):
     quick = client.get(f"{base}/snapshots/?kind=quick").json()["results"]
     assert [s["watermark"] for s in quick] == [18] and quick[0]["kind"] == "quick"
     assert client.get(f"{base}/snapshots/").json()["results"] == quick  # quick by default
+    # The kind's former name still answers: scripts written before the rename keep working.
+    assert client.get(f"{base}/snapshots/?kind=cheap").json()["results"] == quick
     stored = AuditSnapshot.objects.get(campaign=campaign, kind="full")
     assert client.get(f"{base}/report.json").json() == stored.data
     markdown = client.get(f"{base}/report.md")
