@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import requests
-from stack import BIN, REPO, free_port, redis_server_argv, wait_for_port
+from stack import BIN, REPO, chorus_env, free_port, redis_server_argv, wait_for_port
 
 if TYPE_CHECKING:  # Django is set up in main(), after the environment names the benchmark database
     from annotation.models import Campaign
@@ -574,20 +574,12 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="chorus-bench-"))
     redis_port = free_port()
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
-    env = {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DJANGO_", "CHORUS_", "CELERY_", "REDIS_", "DATABASE_"))
-        },
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DJANGO_SECRET_KEY": "bench-" + uuid.uuid4().hex * 2,
-        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback
-        "DATABASE_URL": args.postgres.rsplit("/", 1)[0] + "/" + args.database,
-        "REDIS_URL": redis_url,
-        "CELERY_BROKER_URL": redis_url,
-        "CHORUS_VAR_DIR": str(workdir / "var"),
-    }
+    env = chorus_env(
+        workdir,
+        DATABASE_URL=args.postgres.rsplit("/", 1)[0] + "/" + args.database,
+        REDIS_URL=redis_url,
+        CELERY_BROKER_URL=redis_url,
+    )
     os.environ.update(env)
     sys.path.insert(0, str(REPO))
     import django

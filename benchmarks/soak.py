@@ -51,7 +51,7 @@ from collections import Counter
 from pathlib import Path
 
 import requests
-from stack import BIN, REPO, free_port, redis_server_argv, wait_for_port
+from stack import BIN, REPO, chorus_env, free_port, redis_server_argv, wait_for_port
 
 LEASE_SECONDS = 20
 
@@ -358,19 +358,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="chorus-soak-"))
     web_port = free_port()
-    env = {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DJANGO_", "CHORUS_", "CELERY_", "REDIS_", "DATABASE_"))
-        },
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DJANGO_SECRET_KEY": "soak-" + uuid.uuid4().hex * 2,
-        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback
-        "CHORUS_VAR_DIR": str(workdir / "var"),
-        "CHORUS_AUDIT_SWEEP_SECONDS": "2",
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = chorus_env(workdir, CHORUS_AUDIT_SWEEP_SECONDS="2", PYTHONUNBUFFERED="1")
     db_name = redis_port = None
     if not args.embedded:  # else no DATABASE_URL or REDIS_URL: the embedded default, in workdir/var
         db_name, redis_port = f"chorus_soak_{uuid.uuid4().hex[:8]}", free_port()

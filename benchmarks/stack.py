@@ -4,9 +4,11 @@ import it before they configure Django, and the tests import it as ``benchmarks.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,3 +69,23 @@ def celery_worker_argv(folder: Path, name: str) -> list[str]:
         "-n",
         f"{name}@%h",
     ]
+
+
+def chorus_env(workdir: Path, **settings: str) -> dict[str, str]:
+    """The environment of the Chorus processes a benchmark starts (and of the benchmark itself, which
+    configures Django with it): this process's, less any Django, Chorus, Celery, Redis or database
+    setting it has, in production mode (a random secret key) over plain HTTP on loopback, its files in
+    ``workdir``/var; plus ``settings`` (DATABASE_URL, REDIS_URL, ...). Without DATABASE_URL and
+    REDIS_URL it is the embedded default: SQLite and its broker in ``workdir``/var."""
+    return {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DJANGO_", "CHORUS_", "CELERY_", "REDIS_", "DATABASE_"))
+        },
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SECRET_KEY": "bench-" + uuid.uuid4().hex * 2,
+        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP on loopback
+        "CHORUS_VAR_DIR": str(workdir / "var"),
+        **settings,
+    }

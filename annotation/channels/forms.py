@@ -193,6 +193,7 @@ class ProlificPublicationForm(forms.Form):
 
 class ProlificTokenForm(forms.Form):
     token = forms.CharField(
+        label="Your own Prolific API token",
         widget=forms.PasswordInput(render_value=False),
         max_length=500,
         help_text="Your API token from Prolific's settings. Chorus never shows it back.",

@@ -334,6 +334,13 @@ class ProlificStudy(models.Model):
         return self.study_id or f"draft study of publication {self.publication_id}"
 
     @property
+    def total_cost(self):
+        """Prolific's own total cost in the account's currency (major units); None before the draft exists."""
+        from decimal import Decimal  # noqa: PLC0415 (models import nothing else of decimal)
+
+        return None if self.total_cost_minor is None else Decimal(self.total_cost_minor) / 100
+
+    @property
     def internal_name(self) -> str:
         """Chorus's key on the study: looked up before a creation whose answer was lost is repeated."""
         return f"chorus:{self.publication.token_prefix}"

@@ -110,12 +110,20 @@ def prolific_event_task(event_id: int):
 
 
 @shared_task(
-    autoretry_for=(ChannelTransientError,), retry_backoff=5, retry_backoff_max=300, retry_jitter=True, max_retries=10
+    bind=True,
+    autoretry_for=(ChannelTransientError,),
+    retry_backoff=5,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=10,
 )
-def prolific_bonus_task(bonus_id: int):
+def prolific_bonus_task(self, bonus_id: int):
     from annotation.channels.services.prolific import prolific_bonus_pay  # noqa: PLC0415 (a cycle: see above)
 
-    return prolific_bonus_pay(bonus_id=bonus_id)
+    status = prolific_bonus_pay(bonus_id=bonus_id)
+    if status == "busy":  # another process is paying it (a reconciliation): look again once it is done
+        raise self.retry(countdown=10)
+    return status
 
 
 @shared_task(

@@ -71,6 +71,7 @@ REJECTION_CATEGORIES = (
 MIN_REJECTION_MESSAGE = 100
 LEFT = ("RETURNED", "TIMED-OUT", "REJECTED")  # statuses that free the place: the participant's leases end
 IN_PROGRESS = ("RESERVED", "ACTIVE")
+HOLDING_FINISHED = ("AWAITING REVIEW", "APPROVED", "PARTIALLY APPROVED")  # finished, still holding a place
 HOOK_EVENTS = ("submission.status.change", "study.status.change")
 MAX_DELIVERY_AGE = 300  # seconds: older signed deliveries are refused as stale (replays)
 SYNC_LOCK_SECONDS = 10 * 60
@@ -131,8 +132,9 @@ class ProlificPlan:
     reward: Decimal  # per submission, major units
     fee: Decimal
     total: Decimal
-    seconds_per_label: float | None  # the campaign's median, None before any label
+    seconds_per_label: float | None  # the campaign's median, None before MIN_PACE_SAMPLE labels
     hourly: Decimal | None  # effective pay per hour at that pace
+    hourly_estimated: Decimal  # per hour at the researcher's estimated minutes (Prolific's own figure)
     below_minimum: bool
 
 
@@ -203,6 +205,8 @@ def prolific_plan(*, campaign: Campaign, clean: dict, places: int | None = None)
     hourly = None
     if seconds:
         hourly = (reward / Decimal(clean["labels_per_participant"] * seconds / 3600)).quantize(Decimal("0.01"))
+    estimated = (reward * 60 / clean["estimated_minutes"]).quantize(Decimal("0.01"))
+    lowest = min(x for x in (hourly, estimated) if x is not None)
     return ProlificPlan(
         places=places,
         reward=reward,
@@ -210,12 +214,17 @@ def prolific_plan(*, campaign: Campaign, clean: dict, places: int | None = None)
         total=reward * places + fee,
         seconds_per_label=seconds,
         hourly=hourly,
-        below_minimum=hourly is not None and hourly < settings.CHORUS_PROLIFIC_MIN_HOURLY,
+        hourly_estimated=estimated,
+        below_minimum=lowest < settings.CHORUS_PROLIFIC_MIN_HOURLY,
     )
 
 
+MIN_PACE_SAMPLE = 20  # labels before the measured pace is shown: a handful says little about a crowd
+
+
 def _seconds_per_label(campaign: Campaign) -> float | None:
-    """The campaign's median seconds from lease to label (None before any label)."""
+    """The campaign's median seconds from lease to label over its latest 2,000 labels (None before
+    ``MIN_PACE_SAMPLE`` labels)."""
     spans = sorted(
         (label_at - leased_at).total_seconds()
         for label_at, leased_at in Label.objects.counted()
@@ -223,7 +232,7 @@ def _seconds_per_label(campaign: Campaign) -> float | None:
         .order_by("-pk")
         .values_list("created_at", "leased_at")[:2000]
     )
-    return spans[len(spans) // 2] if spans else None
+    return spans[len(spans) // 2] if len(spans) >= MIN_PACE_SAMPLE else None
 
 
 def _open_slots(campaign: Campaign) -> int:
@@ -520,31 +529,56 @@ def _study_follow(study: ProlificStudy, client: ProlificClient, remote: dict) ->
         or campaign.status == Campaign.Status.CLOSED
         or _campaign_done(campaign)
     )
-    if stop and status in ("ACTIVE", "PAUSED", "SCHEDULED"):
-        remote = client.study_transition(study.study_id, "STOP")
+    if stop and status in STOPPABLE:
+        remote = _transition(study, client, "STOP", done=lambda now: now not in STOPPABLE)
     elif not stop and campaign.status == Campaign.Status.PAUSED and status == "ACTIVE":
-        remote = client.study_transition(study.study_id, "PAUSE")
+        remote = _transition(study, client, "PAUSE", done=lambda now: now != "ACTIVE")
     elif not stop and campaign.status == Campaign.Status.LIVE and status == "PAUSED":
-        remote = client.study_transition(study.study_id, "START")
+        remote = _transition(study, client, "START", done=lambda now: now != "PAUSED")
     if stop and publication.status == Publication.Status.WITHDRAWING:
         with transaction.atomic(durable=True):
             Publication.objects.filter(pk=publication.pk).update(status=Publication.Status.WITHDRAWN)
     return remote
 
 
+STOPPABLE = ("ACTIVE", "PAUSED", "SCHEDULED")
+
+
+def _transition(study: ProlificStudy, client: ProlificClient, action: str, *, done) -> dict:
+    """Send a study transition; when Prolific refuses it because the study moved meanwhile (it filled
+    up, a hook's sync got there first), read it again and accept the state if ``done(status)``."""
+    try:
+        return client.study_transition(study.study_id, action)
+    except ChannelPermanentError:
+        remote = client.study_get(study.study_id)
+        if done(remote["status"]):
+            return remote
+        raise
+
+
 def prolific_places_wanted(*, study: ProlificStudy) -> int:
-    """The places the study should have: those taken, plus enough for the slots still open that the
-    participants at work cannot fill (each may still give their quota's rest). Never more open places
-    than the open slots can use."""
+    """The places the study should have: those taken, plus enough for the open slots that the
+    participants holding places cannot fill. Never more open places than the open slots can use.
+
+    A place taken is finished (its submission awaits review or was approved), or at work: a
+    submission in progress, or a panel session not completed, each able to give the rest of its
+    quota. A place Prolific counts as taken that Chorus has not heard of yet (its hook is on the way,
+    the participant has not opened the link) is counted as at work with a whole quota, so a
+    participant arriving is never counted twice (a place added for their slots could not be taken
+    back: places only grow)."""
     publication = study.publication
     lpp = study.labels_per_participant
-    at_work = ProlificSubmission.objects.filter(publication=publication, status__in=IN_PROGRESS)
-    labeled = dict(
-        PanelSession.objects.filter(
-            panel__publication=publication, session_ref__in=at_work.values("submission_id")
-        ).values_list("session_ref", "n_labels")
+    known = dict(ProlificSubmission.objects.filter(publication=publication).values_list("submission_id", "status"))
+    finished = sum(1 for status in known.values() if status in HOLDING_FINISHED)
+    sessions = dict(
+        PanelSession.objects.filter(panel__publication=publication, completed_at__isnull=True).values_list(
+            "session_ref", "n_labels"
+        )
     )
-    capacity = sum(max(lpp - labeled.get(sid, 0), 0) for sid in at_work.values_list("submission_id", flat=True))
+    at_work = {sid for sid, status in known.items() if status in IN_PROGRESS}
+    at_work |= {ref for ref in sessions if ref and known.get(ref, "ACTIVE") in IN_PROGRESS}
+    unknown = max(study.places_taken - finished - len(at_work), 0)
+    capacity = sum(max(lpp - sessions.get(ref, 0), 0) for ref in at_work) + unknown * lpp
     needed = _places_for(max(_open_slots(publication.campaign) - capacity, 0), lpp)
     return study.places_taken + needed
 
@@ -699,7 +733,9 @@ def prolific_event_process(*, event_id: int) -> str:
         else:
             remote.setdefault("participant_id", remote.get("participant"))
             _submission_apply(study.publication, remote)
-            _places_grow(study, client, client.study_get(study.study_id))
+            # The campaign may be complete now, or closed meanwhile: stop or grow the study as the sync would.
+            current = _study_follow(study, client, client.study_get(study.study_id))
+            _remote_save(study, _places_grow(study, client, current))
             prolific_review_soon(publication_id=study.publication_id, client=client)
             outcome = remote["status"]
     else:

@@ -56,7 +56,8 @@ def prolific_publish(request, slug):
                     form.add_error(field if field in form.fields else None, message)
             else:
                 status, plan = 200, prolific.prolific_plan(campaign=campaign, clean=clean)
-                if "create" in request.POST:
+                # Create only what the researcher saw: a changed form shows the new preview instead.
+                if "create" in request.POST and request.POST.get("confirm_total") == str(plan.total):
                     try:
                         publication = prolific.prolific_publication_create(
                             campaign=campaign, user=request.user, options=clean
