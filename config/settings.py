@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # the API docs' Swagger UI files, served by us instead of a CDN
     "annotation",
     "annotation.channels",
+    "annotation.webhooks",
     "audits",
 ]
 
@@ -139,6 +140,11 @@ CELERY_BEAT_SCHEDULE = {
     "prolific-reconcile": {
         "task": "annotation.channels.tasks.prolific_reconcile_task",
         "schedule": int(os.environ.get("CHORUS_PROLIFIC_RECONCILE_SECONDS", 300)),
+    },
+    # Find each campaign's new events (completed prompts, worker actions, thresholds) for outbound webhooks.
+    "webhooks-scan": {
+        "task": "annotation.webhooks.tasks.webhooks_scan_task",
+        "schedule": float(os.environ.get("CHORUS_WEBHOOK_SCAN_SECONDS", 5)),
     },
     # Schedule every campaign whose audit is behind its labels (heals lost enqueues, broker outages).
     "audit-sweep": {"task": "audits.sweep", "schedule": float(os.environ.get("CHORUS_AUDIT_SWEEP_SECONDS", 15))},
@@ -241,6 +247,9 @@ CHORUS_PROLIFIC_COMPLETION_URL = os.environ.get(
 CHORUS_MAX_BONUS = Decimal(os.environ.get("CHORUS_MAX_BONUS", "10.00"))
 # Prolific's minimum hourly pay (GBP); the publishing form warns below it.
 CHORUS_PROLIFIC_MIN_HOURLY = Decimal(os.environ.get("CHORUS_PROLIFIC_MIN_HOURLY", "6.00"))
+# Outbound webhooks refuse targets on loopback, private or link-local addresses unless this is set
+# (development, tests).
+CHORUS_WEBHOOKS_ALLOW_PRIVATE = env_bool("CHORUS_WEBHOOKS_ALLOW_PRIVATE", False)
 FILE_UPLOAD_MAX_MEMORY_SIZE = CHORUS_MAX_IMPORT_BYTES + 1024 * 1024
 
 REST_FRAMEWORK = {

@@ -12,6 +12,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("annotation.api.urls")),
     path("channels/", include("annotation.channels.urls")),
+    path("webhooks/", include("annotation.webhooks.urls")),
     path("audits/", include("audits.urls")),
     path("", include("annotation.urls")),
 ]

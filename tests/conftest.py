@@ -160,3 +160,14 @@ def new_page(chromium):
 @pytest.fixture
 def page(new_page):
     return new_page()
+
+
+@pytest.fixture
+def eager_celery():
+    """Tasks enqueued with delay/delay_on_commit run inline (still only after commit)."""
+    from config.celery import app
+
+    previous = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    yield app
+    app.conf.task_always_eager, app.conf.task_eager_propagates = previous

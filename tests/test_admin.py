@@ -1,23 +1,30 @@
 """The Django admin: every model of Chorus's apps is there, what the engines write is read-only, and
 every page it offers answers (no 500, no dead end) for a superuser."""
 
+import base64
+import hashlib
+import hmac
+import json
 import re
+import time
 
 import pytest
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.test import RequestFactory
+from django.test import RequestFactory, override_settings
 from django.urls import reverse
 
 from annotation import services
 from annotation.admin import ReadOnlyAdmin
 from annotation.channels import services as channel_services
+from annotation.channels.services import prolific
 from annotation.models import Label, Prompt
 from annotation.services.invitations import invitation_accept, invitations_create
 from annotation.services.quality import worker_act
 from annotation.services.rules import rule_create
+from annotation.webhooks import services as webhooks
 from audits.services import (
     audit_refresh,
     bootstrap_compute,
@@ -28,6 +35,7 @@ from audits.services import (
     system_save,
 )
 from tests.channels.conftest import locmem_channel  # noqa: F401 (a fixture: MTurk publications without a network)
+from tests.channels.fake_prolific import FakeProlific
 from tests.helpers import prompts_jsonl
 
 EDITABLE = {"annotation.prompt"}  # a typo in a prompt's text, a corrected gold value
@@ -126,10 +134,76 @@ def everything(make_campaign, make_worker, researcher, locmem_channel):  # noqa:
     lease = services.lease_acquire(campaign=free, worker=worker)
     services.label_submit(lease_id=lease.pk, worker=worker, value="Coffee", client_token="free-walk")
     clustering_propose(prompt=free.prompts.get())
+    _prolific_rows(campaign, researcher)
+    _webhook_rows(campaign, researcher)
     Group.objects.create(name="Researchers")  # Django's own model: no Chorus service writes groups
     for model in admin.site._registry:
         assert model._default_manager.exists(), f"give the admin walk a {model._meta.label} row"
     return campaign
+
+
+def _prolific_rows(campaign, researcher) -> None:
+    """A study on the Prolific stand-in with a submission, a bonus and a received hook delivery."""
+    fake = FakeProlific().start()
+    fake.hold_deliveries()
+    try:
+        with override_settings(
+            CHORUS_PROLIFIC_API_URL=fake.url,
+            CHORUS_PROLIFIC_TOKEN="test-token",
+            CHORUS_PUBLIC_URL="https://chorus.test",
+        ):
+            channel_services.publication_withdraw(publication=campaign.publications.get(kind="panel"))
+            publication = prolific.prolific_publication_create(
+                campaign=campaign,
+                user=researcher,
+                options={
+                    "title": "Walk",
+                    "description": "Walk",
+                    "reward": "1.00",
+                    "labels_per_participant": 1,
+                    "estimated_minutes": 1,
+                },
+                publish=True,
+            )
+            assert publication.prolific.study_id, (publication.status, publication.error, publication.prolific.pending)
+            submission_id, _ = fake.arrive(publication.prolific.study_id, "a" * 24)
+            prolific.prolific_sync(publication_id=publication.pk)
+            bonus, _ = prolific.prolific_bonus_grant(
+                publication=publication,
+                worker_ref="prolific:" + "a" * 24,
+                amount="0.10",
+                reason="walk",
+                key="walk",
+                user=researcher,
+            )
+            prolific.prolific_bonus_pay(bonus_id=bonus.pk)
+            account = publication.prolific.account
+            account.refresh_from_db()
+            body, stamp = (
+                json.dumps({"resource_id": submission_id, "event_type": "submission.status.change"}),
+                str(int(time.time())),
+            )
+            digest = hmac.new(account.hook_secret.encode(), (stamp + body).encode(), hashlib.sha256).digest()
+            headers = {
+                "X-Prolific-Request-Timestamp": stamp,
+                "X-Prolific-Request-Signature": base64.b64encode(digest).decode(),
+                "X-Event-ID": "walk",
+            }
+            assert (
+                prolific.prolific_event_receive(account_id=account.pk, headers=headers, raw_body=body.encode())[0]
+                == 202
+            )
+    finally:
+        fake.stop()
+
+
+def _webhook_rows(campaign, researcher) -> None:
+    """An endpoint, a scan's cursor and a delivery (to a port nobody listens on: a failed attempt)."""
+    with override_settings(CHORUS_WEBHOOKS_ALLOW_PRIVATE=True):
+        endpoint = webhooks.endpoint_create(user=researcher, url="http://127.0.0.1:9/hook", events=["prompt.completed"])
+        webhooks.campaign_scan(campaign=campaign)
+        delivery = webhooks.endpoint_test(endpoint=endpoint)
+        webhooks.delivery_send(delivery_id=delivery.pk)
 
 
 def _every_registered_model():

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from annotation.api import auth, campaigns, labels, publications, quality, rules, worker_loop
 from annotation.exporting import FORMATS
 from annotation.services.campaigns import TRANSITIONS
+from annotation.webhooks import api as webhooks
 from audits.api import audit as audit_api
 from audits.api import systems as systems_api
 
@@ -70,6 +71,11 @@ urlpatterns = [
     path("v1/publications/<int:pk>/bonuses/", publications.BonusListApi.as_view(), name="publication-bonuses"),
     path("v1/publications/<int:pk>/bonuses/rule/", publications.BonusRuleApi.as_view(), name="publication-bonus-rule"),
     path("v1/publications/<int:pk>/bonuses/csv/", publications.BonusCsvApi.as_view(), name="publication-bonus-csv"),
+    path("v1/webhooks/", webhooks.EndpointListApi.as_view(), name="webhooks"),
+    path("v1/webhooks/<int:pk>/", webhooks.EndpointDetailApi.as_view(), name="webhook"),
+    path("v1/webhooks/<int:pk>/rotate-secret/", webhooks.EndpointRotateApi.as_view(), name="webhook-rotate"),
+    path("v1/webhooks/<int:pk>/test/", webhooks.EndpointTestApi.as_view(), name="webhook-test"),
+    path("v1/webhooks/<int:pk>/deliveries/", webhooks.DeliveryListApi.as_view(), name="webhook-deliveries"),
     path(f"{campaign}/labels/", labels.LabelListApi.as_view(), name="labels"),
     *(
         path(f"{campaign}/labels.{fmt}", labels.LabelExportApi.as_view(fmt=fmt), name=f"labels-{fmt}")

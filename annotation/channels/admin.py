@@ -8,6 +8,12 @@ from annotation.channels.models import (
     MTurkWorkerBlock,
     PanelConfig,
     PanelSession,
+    ProlificAccount,
+    ProlificBonus,
+    ProlificEvent,
+    ProlificExclusionGroup,
+    ProlificStudy,
+    ProlificSubmission,
     Publication,
 )
 
@@ -52,3 +58,40 @@ class PanelConfigAdmin(ReadOnlyAdmin):
 @admin.register(PanelSession)
 class PanelSessionAdmin(ReadOnlyAdmin):
     list_display = ["panel", "worker", "session_ref", "n_labels", "started_at", "completed_at"]
+
+
+@admin.register(ProlificAccount)
+class ProlificAccountAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "workspace_id", "hooks", "created_at"]
+    exclude = ["token", "hook_secret"]  # never shown back, not even to staff
+
+
+@admin.register(ProlificExclusionGroup)
+class ProlificExclusionGroupAdmin(ReadOnlyAdmin):
+    list_display = ["group_id", "campaign", "account"]
+
+
+@admin.register(ProlificStudy)
+class ProlificStudyAdmin(ReadOnlyAdmin):
+    list_display = ["study_id", "publication", "remote_status", "places_taken", "total_places", "synced_at"]
+    list_filter = ["remote_status"]
+    search_fields = ["study_id"]
+
+
+@admin.register(ProlificSubmission)
+class ProlificSubmissionAdmin(ReadOnlyAdmin):
+    list_display = ["submission_id", "participant_id", "publication", "status", "verdict", "reviewed_at"]
+    list_filter = ["status", "verdict"]
+    search_fields = ["submission_id", "participant_id"]
+
+
+@admin.register(ProlificBonus)
+class ProlificBonusAdmin(ReadOnlyAdmin):
+    list_display = ["worker", "publication", "amount", "status", "created_at", "paid_at"]
+    list_filter = ["status"]
+
+
+@admin.register(ProlificEvent)
+class ProlificEventAdmin(ReadOnlyAdmin):
+    list_display = ["event_id", "event_type", "resource_id", "received_at", "processed_at"]
+    list_filter = ["event_type"]

@@ -1,8 +1,11 @@
-"""Whether the live audit has seen a worker's labels and applied the campaign's quality rules to them:
-the gate a panel's automatic approval waits for, so a spammer who fills their quota before a rule
-fires is not approved in that gap (``annotation.channels.services.prolific``)."""
+"""What other apps read of the live audit's latest state: whether it has seen a worker's labels and
+applied the campaign's quality rules to them (the gate a panel's automatic approval waits for, so a
+spammer who fills their quota before a rule fires is not approved in that gap:
+``annotation.channels.services.prolific``), the worker table it last judged, and its newest numbers
+(the webhooks' thresholds)."""
 
 from annotation.models import Label
+from audits.engine.noise import NOISE_KEYS
 from audits.models import AuditSnapshot
 
 
@@ -41,3 +44,29 @@ def worker_audited(*, campaign_id: int, worker_id: int, public_id: str) -> bool:
     seen = 0 if row is None else int(row.get("n_labels") or 0) + int(row.get("n_controls") or 0)
     stored = Label.objects.counted().filter(campaign_id=campaign_id, worker_id=worker_id).count()
     return seen >= stored
+
+
+def latest_numbers(*, campaign_id: int) -> dict:
+    """The campaign's newest six noise numbers (quick snapshot) and Krippendorff's alpha (full
+    snapshot), by name; a number not computed yet is absent."""
+    numbers = {}
+    quick = (
+        AuditSnapshot.objects.filter(campaign_id=campaign_id, kind=AuditSnapshot.Kind.QUICK)
+        .order_by("-watermark")
+        .values("data")
+        .first()
+    )
+    if quick is not None:
+        numbers.update({k: quick["data"][k] for k in NOISE_KEYS if quick["data"].get(k) is not None})
+    full = (
+        AuditSnapshot.objects.filter(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL)
+        .order_by("-watermark")
+        .values("data")
+        .first()
+    )
+    agreement = ((full or {}).get("data") or {}).get("agreement") or {}
+    alpha = next((v for k, v in agreement.items() if k.startswith("krippendorff_alpha")), None)
+    value = alpha.get("value") if isinstance(alpha, dict) else alpha
+    if isinstance(value, int | float):
+        numbers["alpha"] = float(value)
+    return numbers

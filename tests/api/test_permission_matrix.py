@@ -186,6 +186,28 @@ def prolific_publication(world) -> None:
 
 
 PROLIFIC = {"kwargs": {"pk": W("prolific_pk")}, "prepare": prolific_publication}
+
+
+def webhook_endpoint(world) -> None:
+    """An outbound webhook endpoint of 'owner', as ``W("endpoint_pk")``."""
+    from django.test import override_settings
+
+    from annotation.webhooks.services import endpoint_create
+
+    with override_settings(CHORUS_WEBHOOKS_ALLOW_PRIVATE=True):
+        endpoint = endpoint_create(
+            user=world["users"]["owner"], url="http://127.0.0.1:9/hook", events=["prompt.completed"]
+        )
+    world["kwargs"]["endpoint_pk"] = endpoint.pk
+
+
+def endpoint_owner(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
+    """Only the endpoint's owner; everybody else's view of it is a 404 (staff included: it is private)."""
+    expect = {"anonymous": anonymous, **{role: 404 for role in SIGNED_IN}, "owner": ok}
+    kwargs = {"pk": W("endpoint_pk"), **extra.pop("kwargs", {})}
+    return Probe(method, expect, kwargs=kwargs, prepare=webhook_endpoint, **extra)
+
+
 REVIEW = {"kwargs": {"pk": W("prolific_pk"), "submission_id": W("submission_id")}, "prepare": prolific_publication}
 SYSTEM = {"kwargs": {"name": "matrix"}, "prepare": a_system}
 RULE = {"metric": "straight_lining", "threshold": 0.9, "min_labels": 20, "action": "flag"}
@@ -279,6 +301,18 @@ TABLE: dict[str, list[Probe]] = {
     ],
     "api/v1/publications/<int:pk>/bonuses/rule/": [managers("POST", 400, **PROLIFIC, **API)],
     "api/v1/publications/<int:pk>/bonuses/csv/": [managers("POST", 400, **PROLIFIC, **API)],
+    # Outbound webhooks: anyone signed in registers their own; an endpoint answers its owner only
+    "api/v1/webhooks/": [signed_in("GET", 200, **API), signed_in("POST", 400, **API)],
+    "api/v1/webhooks/<int:pk>/": [
+        endpoint_owner("GET", 200, **API),
+        endpoint_owner("PATCH", 200, data={"enabled": False}, **API),
+        endpoint_owner("DELETE", 204, **API),
+    ],
+    "api/v1/webhooks/<int:pk>/rotate-secret/": [endpoint_owner("POST", 200, **API)],
+    "api/v1/webhooks/<int:pk>/test/": [endpoint_owner("POST", 202, **API)],
+    "api/v1/webhooks/<int:pk>/deliveries/": [endpoint_owner("GET", 200, **API)],
+    "webhooks/": [signed_in("GET", 200), signed_in("POST", 302)],  # POST: refused (no URL), a message
+    "webhooks/<int:pk>/<str:action>/": [endpoint_owner("POST", 302, kwargs={"pk": W("endpoint_pk"), "action": "test"})],
     # --- Pages: researchers -----------------------------------------------------------------------
     "": [everyone("GET", 200)],
     "campaigns/new/": [signed_in("GET", 200), signed_in("POST", 200)],  # POST: no form data, the form again

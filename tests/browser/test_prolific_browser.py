@@ -29,17 +29,6 @@ LPP = 4
 
 
 @pytest.fixture
-def eager_celery():
-    """Tasks enqueued with delay/delay_on_commit run inline (still only after commit), as in tests/channels."""
-    from config.celery import app
-
-    previous = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager = app.conf.task_eager_propagates = True
-    yield app
-    app.conf.task_always_eager, app.conf.task_eager_propagates = previous
-
-
-@pytest.fixture
 def fake():
     fake = FakeProlific(allow_insecure_targets=True).start()
     yield fake

@@ -68,17 +68,6 @@ def locmem_channel():
 
 
 @pytest.fixture
-def eager_celery():
-    """Tasks enqueued with delay/delay_on_commit run inline (still only after commit)."""
-    from config.celery import app
-
-    previous = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager = app.conf.task_eager_propagates = True
-    yield app
-    app.conf.task_always_eager, app.conf.task_eager_propagates = previous
-
-
-@pytest.fixture
 def no_remote_call_in_transaction(mturk):
     """Fails the test if the MTurk client is called while one of our transactions is open (beyond the
     test's own wrapping transaction)."""

@@ -49,6 +49,8 @@ from annotation.channels.services.publications import token_prefix
 from annotation.models import Campaign, Label, Participation, Slot, Worker, WorkerAction
 from annotation.services import worker_get_or_create
 from annotation.services.assignment import worker_leases_end
+from annotation.webhooks.models import Endpoint
+from annotation.webhooks.services import event_emit
 from audits.selectors.coverage import worker_audited, worker_numbers
 
 logger = logging.getLogger(__name__)
@@ -307,8 +309,7 @@ def prolific_publication_create(*, campaign: Campaign, user, options: dict, publ
             "This campaign already has an active Prolific publication; withdraw it first.", code="already_published"
         ) from None
     _sync_soon(publication.pk, inline=True)
-    publication.refresh_from_db()
-    return publication
+    return Publication.objects.select_related("campaign", "prolific").get(pk=publication.pk)  # as the sync left it
 
 
 def prolific_publish(*, publication: Publication) -> Publication:
@@ -323,8 +324,7 @@ def prolific_publish(*, publication: Publication) -> Publication:
     if not updated and publication.status != Publication.Status.PENDING:
         raise PublicationRefused(f"This publication is {publication.get_status_display().lower()}.", code="bad_state")
     _sync_soon(publication.pk, inline=True)
-    publication.refresh_from_db()
-    return publication
+    return Publication.objects.select_related("campaign", "prolific").get(pk=publication.pk)  # as the sync left it
 
 
 def _sync_soon(publication_id: int, *, inline: bool = False, countdown: float = 0) -> None:
@@ -353,9 +353,20 @@ def _fail(publication_id: int, exc: ChannelError) -> None:
     with Prolific's reason in words; nothing was published."""
     with transaction.atomic(durable=True):
         ProlificStudy.objects.filter(publication_id=publication_id).update(pending="")
-        Publication.objects.filter(pk=publication_id, status__in=Publication.ACTIVE_STATUSES).exclude(
-            status=Publication.Status.PUBLISHED
-        ).update(status=Publication.Status.FAILED, error=exc.message)
+        if (
+            Publication.objects.filter(pk=publication_id, status__in=Publication.ACTIVE_STATUSES)
+            .exclude(status=Publication.Status.PUBLISHED)
+            .update(status=Publication.Status.FAILED, error=exc.message)
+        ):
+            _publication_status_emit(Publication.objects.get(pk=publication_id), Publication.Status.FAILED)
+
+
+def _publication_status_emit(publication: Publication, status: str) -> None:
+    event_emit(
+        campaign=publication.campaign,
+        event_type=Endpoint.Event.PUBLICATION_STATUS,
+        data={"publication": publication.pk, "channel": publication.channel, "status": status},
+    )
 
 
 # ---------------------------------------------------------------------------------- the sync
@@ -408,6 +419,9 @@ def prolific_sync(*, publication_id: int) -> str:
         return "busy"
     try:
         return _sync(publication_id)
+    except ChannelTransientError as exc:  # said on the publication page until a sync gets through
+        _note(publication_id, f"Waiting for Prolific ({exc.message}); retried in the background.")
+        raise
     finally:
         cache.delete(lock)
 
@@ -433,9 +447,10 @@ def _sync(publication_id: int) -> str:
         client.study_update(study.study_id, {"total_available_places": places})
         remote = client.study_transition(study.study_id, "PUBLISH")
         with transaction.atomic(durable=True):
-            Publication.objects.filter(pk=publication.pk, status=Publication.Status.PENDING).update(
+            if Publication.objects.filter(pk=publication.pk, status=Publication.Status.PENDING).update(
                 status=Publication.Status.PUBLISHED, published_at=timezone.now(), planned_assignments=places
-            )
+            ):
+                _publication_status_emit(publication, Publication.Status.PUBLISHED)
     _remote_save(study, remote)
     if remote["status"] != "UNPUBLISHED":
         for submission in client.submissions(study.study_id):
@@ -538,6 +553,7 @@ def _study_follow(study: ProlificStudy, client: ProlificClient, remote: dict) ->
     if stop and publication.status == Publication.Status.WITHDRAWING:
         with transaction.atomic(durable=True):
             Publication.objects.filter(pk=publication.pk).update(status=Publication.Status.WITHDRAWN)
+            _publication_status_emit(publication, Publication.Status.WITHDRAWN)
     return remote
 
 
@@ -779,11 +795,13 @@ def prolific_review_auto(*, publication_id: int, client: ProlificClient | None =
             ProlificSubmission.Verdict.HELD,
         ),
     ).select_related("worker")
-    approve, held, wait = [], [], []
+    approve, held, wait, newly_held = [], [], [], []
     for submission in waiting:
         standing = _standing(publication.campaign_id, submission.worker_id)
         if standing != "good":
             held.append(submission.pk)
+            if submission.verdict != ProlificSubmission.Verdict.HELD:
+                newly_held.append(submission)
         elif not study.auto_approve:
             continue
         elif worker_audited(
@@ -795,6 +813,17 @@ def prolific_review_auto(*, publication_id: int, client: ProlificClient | None =
     with transaction.atomic(durable=True):
         ProlificSubmission.objects.filter(pk__in=held).update(verdict=ProlificSubmission.Verdict.HELD)
         ProlificSubmission.objects.filter(pk__in=wait).update(verdict=ProlificSubmission.Verdict.WAITING)
+        for submission in newly_held:
+            event_emit(
+                campaign=publication.campaign,
+                event_type=Endpoint.Event.SUBMISSION_HELD,
+                data={
+                    "publication": publication.pk,
+                    "submission": submission.submission_id,
+                    "worker": submission.worker.public_id,
+                    "standing": _standing(publication.campaign_id, submission.worker_id),
+                },
+            )
     if approve:
         ids = [s.submission_id for s in approve]
         with transaction.atomic(durable=True):  # Chorus's decision first: a lost answer is re-sent, never reversed
