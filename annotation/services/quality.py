@@ -37,7 +37,7 @@ from annotation.channels.services.mturk_task import mturk_worker_block, mturk_wo
 from annotation.models import Campaign, Label, Lease, Participation, QualityRule, Slot, Worker, WorkerAction
 from annotation.services.assignment import label_void_locked
 from annotation.services.errors import ServiceError
-from audits.services import audit_stats_invalidate
+from audits.hook import audit_stats_invalidate
 
 Kind = WorkerAction.Kind
 REASON_MAX = WorkerAction._meta.get_field("reason").max_length

@@ -1,0 +1,32 @@
+"""The one door between the annotation app and the live audit.
+
+``annotation`` imports this module of ``audits`` and no other (the engine, ``audits.engine``, aside:
+it is a library with no Django); ``tests/annotation/test_audit_boundary.py`` fails when it imports
+anything else. Through it the labeling platform tells the audit what changed, and the audit has its
+decisions acted on by the labeling platform:
+
+* ``label_stats_add``: fold one new label into its campaign's statistics (``label_submit``, inside its
+  transaction), and schedule a recomputation of the audit after the commit.
+* ``audit_stats_invalidate``: the statistics no longer match the labels (a void label, a changed
+  binarization map, a worker excluded or included); they are rebuilt by the next run, which it
+  schedules after the commit.
+* ``stats_rebuild``: build the statistics from the labels now, for labels that arrived without
+  ``label_submit`` (an imported finished campaign, which no label will ever trigger).
+* ``worker_actions_due``: the signal the quick run sends with the actions the campaign's quality
+  rules call for; annotation's receiver takes them (``annotation.services.rules``). Why a signal:
+  ``audits.services.worker_rules``.
+
+Scheduling has no entry point of its own here: the fold and the invalidation schedule the audit's run
+themselves, on commit, which is the only moment annotation has anything for it.
+"""
+
+from django.dispatch import Signal
+
+from audits.services.stats import audit_stats_invalidate, label_stats_add, stats_rebuild
+
+#: Sent by the quick run with ``campaign`` (a ``Campaign``) and ``decisions`` (a list of
+#: ``audits.selectors.worker_rules.RuleDecision``, in rule order), once per run in which a rule fires.
+#: A receiver returns the ``WorkerAction`` rows it wrote or found, one per decision it carried out.
+worker_actions_due = Signal()
+
+__all__ = ["audit_stats_invalidate", "label_stats_add", "stats_rebuild", "worker_actions_due"]
