@@ -13,6 +13,7 @@ from annotation.protoqa import ProtoQAFileError, ProtoQAQuestion
 from annotation.schemas import LabelValueError, answer_normalize
 from annotation.services.errors import ServiceError
 from annotation.services.prompts import BULK_BATCH
+from audits.hook import stats_rebuild
 
 #: ProtoQA's respondents are known by no id: each answer gets a worker of its own on this channel.
 PROTOQA_CHANNEL = "protoqa"
@@ -38,7 +39,8 @@ def protoqa_import(*, questions: list[ProtoQAQuestion], owner, slug: str, filena
     slots (it got fewer answers than the campaign's k, as the data says).
 
     Everything is checked first (each answer as a worker's would be: ``LabelSchema.clean``), then
-    written in one transaction: all or nothing. A second run with the same file is a no-op
+    written in one transaction: all or nothing; then the audit's statistics are built from the new
+    labels (``audits.hook.stats_rebuild``, a transaction of its own). A second run with the same file is a no-op
     (``created`` False); a slug taken by another campaign or file is refused (ServiceError).
     """
     k = max(q.n_answers for q in questions)
@@ -150,6 +152,9 @@ def protoqa_import(*, questions: list[ProtoQAQuestion], owner, slug: str, filena
             ],
             batch_size=BULK_BATCH,
         )
+    # The audit's statistics are built from the labels now, as label_submit would have folded each one
+    # in; the campaign is closed, so no label will ever trigger it.
+    stats_rebuild(campaign_id=campaign.pk)
     return ProtoQAImport(campaign, len(prompts), len(placed), created=True)
 
 
