@@ -13,20 +13,15 @@ decisions acted on by the labeling platform:
 * ``stats_rebuild``: build the statistics from the labels now, for labels that arrived without
   ``label_submit`` (an imported finished campaign, which no label will ever trigger).
 * ``worker_actions_due``: the signal the quick run sends with the actions the campaign's quality
-  rules call for; annotation's receiver takes them (``annotation.services.rules``). Why a signal:
-  ``audits.services.worker_rules``.
+  rules call for (``RuleDecision``); annotation's receiver takes them (``annotation.services.rule_actions``).
+  Why a signal: ``audits.services.worker_rules``.
 
 Scheduling has no entry point of its own here: the fold and the invalidation schedule the audit's run
 themselves, on commit, which is the only moment annotation has anything for it.
 """
 
-from django.dispatch import Signal
-
+from audits.selectors.worker_rules import RuleDecision
 from audits.services.stats import audit_stats_invalidate, label_stats_add, stats_rebuild
+from audits.signals import worker_actions_due
 
-#: Sent by the quick run with ``campaign`` (a ``Campaign``) and ``decisions`` (a list of
-#: ``audits.selectors.worker_rules.RuleDecision``, in rule order), once per run in which a rule fires.
-#: A receiver returns the ``WorkerAction`` rows it wrote or found, one per decision it carried out.
-worker_actions_due = Signal()
-
-__all__ = ["audit_stats_invalidate", "label_stats_add", "stats_rebuild", "worker_actions_due"]
+__all__ = ["RuleDecision", "audit_stats_invalidate", "label_stats_add", "stats_rebuild", "worker_actions_due"]

@@ -9,7 +9,7 @@ from audits.engine.glossary import agreement_name, agreement_reading
 from audits.models import UnitAuditStats, WorkerAuditStats
 from audits.selectors.full import unit_name
 
-# The live worker-quality numbers (``audits.quality``) each row of the workers table carries.
+# The live worker-quality numbers (``audits.selectors.worker_numbers``) each row of the workers table carries.
 QUALITY_COLUMNS = (
     "bias",
     "bias_ci",
@@ -36,7 +36,7 @@ def worker_table(
 ) -> list[dict]:
     """One row per worker: labels and mean scaled value (live, from the statistics), the
     straight-lining flag (from the latest quick snapshot, ``straight_lining``), the worker's quality
-    numbers (from the same snapshot, ``quality``: ``audits.quality``'s bias with its interval, the
+    numbers (from the same snapshot, ``quality``: ``worker_numbers``' bias with its interval, the
     most frequent answer's share, control accuracy with its Wilson interval, median seconds per
     label against the campaign's), accuracy against the others and against gold with their
     intervals (from the latest full report, ``full``), Dawid–Skene's skill (from the latest ground
