@@ -5,6 +5,7 @@ from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 
 from annotation.models import Campaign, ImportBatch, Label, Lease, Participation, Prompt, Slot, StopDecision
+from annotation.models.workers import public_worker_id
 
 #: At most this many rows are named per kind of violation; a last line says how many more there are.
 VIOLATIONS_NAMED = 20
@@ -321,7 +322,7 @@ def _prompt_name(row: dict, prefix: str = "") -> str:
 
 
 def _worker_name(row: dict) -> str:
-    return f"worker {row['worker__channel']}:{row['worker__external_id']}"
+    return f"worker {public_worker_id(row['worker__channel'], row['worker__external_id'])}"
 
 
 def _prompt_problems(row: dict, *, complete: bool) -> list[str]:

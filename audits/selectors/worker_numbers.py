@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from annotation.models import Campaign, Label, Participation, Prompt
 from annotation.models.prompts import OPTION_BASE
+from annotation.models.workers import public_worker_id
 from annotation.selectors import worker_control_results
 from audits.engine.accuracy import MIN_SCORED_FLOOR
 from audits.engine.flags import straight_lining
@@ -139,7 +140,9 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
     started = time.perf_counter()
     rows = _label_rows(campaign)
     table = {
-        worker_id: WorkerRow(worker_id=worker_id, worker=f"{channel}:{ext}", excluded=excluded_at is not None)
+        worker_id: WorkerRow(
+            worker_id=worker_id, worker=public_worker_id(channel, ext), excluded=excluded_at is not None
+        )
         for worker_id, channel, ext, excluded_at in Participation.objects.filter(campaign=campaign).values_list(
             "worker_id", "worker__channel", "worker__external_id", "excluded_at"
         )

@@ -34,6 +34,7 @@ from annotation.importing import (
     decode_upload,
     detect_format,
     file_lines,
+    first_seen,
     json_value,
     too_large_message,
 )
@@ -206,10 +207,10 @@ def _check(campaign: Campaign, rows) -> dict:
         if pid not in known:
             errors.append((where, f"unknown prompt id {shown(pid)}"))
             continue
-        if pid in first:
-            errors.append((where, f"duplicate prompt id {shown(pid)} (first at {first[pid]})"))
+        earlier = first_seen(first, pid, where)
+        if earlier is not None:
+            errors.append((where, f"duplicate prompt id {shown(pid)} (first at {earlier})"))
             continue
-        first[pid] = where
         if value is None or value == "":
             errors.append((where, f"empty prediction for prompt id {shown(pid)}"))
             continue
