@@ -7,7 +7,7 @@ from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation.api import auth, campaigns, labels, quality, rules, worker_loop
+from annotation.api import auth, campaigns, labels, rules, worker_actions, worker_loop
 from annotation.exporting import FORMATS
 from annotation.services.campaigns import TRANSITIONS
 
@@ -44,11 +44,11 @@ urlpatterns = [
         rules.QualityRuleDeactivateApi.as_view(),
         name="quality-rule-deactivate",
     ),
-    path(f"{campaign}/workers/", quality.WorkerListApi.as_view(), name="workers"),
-    path(f"{campaign}/worker-actions/", quality.WorkerActionListApi.as_view(), name="worker-actions"),
+    path(f"{campaign}/workers/", worker_actions.WorkerListApi.as_view(), name="workers"),
+    path(f"{campaign}/worker-actions/", worker_actions.WorkerActionListApi.as_view(), name="worker-actions"),
     path(
         f"{campaign}/worker-actions/<int:action_id>/undo/",
-        quality.WorkerActionUndoApi.as_view(),
+        worker_actions.WorkerActionUndoApi.as_view(),
         name="worker-action-undo",
     ),
     path(f"{campaign}/labels/", labels.LabelListApi.as_view(), name="labels"),

@@ -40,7 +40,7 @@ from annotation.importing import (
 )
 from annotation.models import Campaign
 from annotation.schemas import parse_int, shown
-from audits.engine.protoqa import ProtoQAFormatError, parse_answers
+from audits.engine.protoqa_scoring import ProtoQAFormatError, parse_answers
 from audits.models import System
 from audits.selectors.full import unit_name
 from audits.selectors.systems import SCORED_SCHEMAS
@@ -229,7 +229,7 @@ def _check(campaign: Campaign, rows) -> dict:
 # --------------------------------------------------------------------------------------- free text
 def _answers(campaign: Campaign, data: bytes, filename: str, field: str) -> dict[str, list[str]]:
     """A free-text system's ranked answers or samples, ``{prompt id: [answers]}`` in ProtoQA's shapes
-    (one JSON object, or JSONL lines of such objects: ``audits.engine.protoqa.parse_answers``); the
+    (one JSON object, or JSONL lines of such objects: ``audits.engine.protoqa_scoring.parse_answers``); the
     first problem, by line, refuses the whole file."""
     limit = settings.CHORUS_MAX_IMPORT_BYTES
     if len(data) > limit:

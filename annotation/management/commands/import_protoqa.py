@@ -5,9 +5,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.text import slugify
 
-from annotation.protoqa import ProtoQAFileError, protoqa_read
+from annotation.protoqa_files import ProtoQAFileError, protoqa_read
 from annotation.services import ServiceError
-from annotation.services.protoqa import protoqa_import
+from annotation.services.protoqa_import import protoqa_import
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from annotation.models import Campaign, ImportBatch, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.models.campaigns import MAX_ANSWER_LENGTH
-from annotation.protoqa import ProtoQAFileError, ProtoQAQuestion
+from annotation.protoqa_files import ProtoQAFileError, ProtoQAQuestion
 from annotation.schemas import LabelValueError, answer_normalize
 from annotation.services.errors import ServiceError
 from annotation.services.prompts import BULK_BATCH
