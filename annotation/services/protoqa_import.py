@@ -40,31 +40,18 @@ def protoqa_import(*, questions: list[ProtoQAQuestion], owner, slug: str, filena
 
     Everything is checked first (each answer as a worker's would be: ``LabelSchema.clean``), then
     written in one transaction: all or nothing; then the audit's statistics are built from the new
-    labels (``audits.hook.stats_rebuild``, a transaction of its own). A second run with the same file is a no-op
-    (``created`` False); a slug taken by another campaign or file is refused (ServiceError).
+    labels (``audits.hook.stats_rebuild``, a transaction of its own). A second run with the same file is
+    a no-op (``created`` False); a slug taken by another campaign or file is refused (ServiceError).
     """
-    k = max(q.n_answers for q in questions)
-    answers, errors = {}, []
-    for q in questions:
-        try:
-            answers[q.qid] = [answer_normalize(a) for a, n in q.raw.items() for _ in range(n)]
-        except LabelValueError as exc:
-            errors.append((q.line, f"question {q.qid!r}: {exc}"))
-            continue
-        if not all(answers[q.qid]):
-            errors.append((q.line, f"question {q.qid!r} has an empty answer"))
-    if errors:
-        raise ProtoQAFileError(errors)
+    answers = _answers_checked(questions)
     longest = max(len(a) for texts in answers.values() for a in texts)
-    if longest > MAX_ANSWER_LENGTH:
-        raise ProtoQAFileError([(0, f"an answer has {longest} characters; at most {MAX_ANSWER_LENGTH} are allowed")])
     campaign = Campaign(
         owner=owner,
         title=f"ProtoQA {filename}",
         slug=slug,
         instructions=PROTOQA_INSTRUCTIONS,
         schema=Campaign.Schema.FREE_TEXT,
-        k=k,
+        k=max(q.n_answers for q in questions),
         answer_max_length=max(Campaign._meta.get_field("answer_max_length").default, longest),
     )
     with transaction.atomic(durable=True):
@@ -88,74 +75,117 @@ def protoqa_import(*, questions: list[ProtoQAQuestion], owner, slug: str, filena
             ],
             batch_size=BULK_BATCH,
         )
-        ids = [f"{q.qid}.{n}" for q in questions for n in range(1, q.n_answers + 1)]
-        Worker.objects.bulk_create(
-            [Worker(channel=PROTOQA_CHANNEL, external_id=i) for i in ids], batch_size=BULK_BATCH, ignore_conflicts=True
-        )
-        workers = _workers_by_id(ids)
-        Participation.objects.bulk_create(
-            [Participation(campaign=campaign, worker_id=workers[i], n_labels=1) for i in ids], batch_size=BULK_BATCH
-        )
-        slots = Slot.objects.bulk_create(
-            [
-                Slot(
-                    campaign=campaign,
-                    prompt=p,
-                    index=i,
-                    rand=random.random(),
-                    priority=q.n_answers,
-                    filled=i < q.n_answers,
-                )
-                for p, q in zip(prompts, questions)
-                for i in range(k)
-            ],
-            batch_size=BULK_BATCH,
-        )
-        expires = now + timedelta(seconds=campaign.lease_seconds)
-        placed = [
-            (prompt, slots[number * k + n], workers[f"{q.qid}.{n + 1}"], text)
-            for number, (prompt, q) in enumerate(zip(prompts, questions))
-            for n, text in enumerate(answers[q.qid])
-        ]
-        leases = Lease.objects.bulk_create(
-            [
-                Lease(
-                    campaign=campaign,
-                    prompt=p,
-                    worker_id=w,
-                    slot=s,
-                    status=Lease.Status.SUBMITTED,
-                    created_at=now,
-                    expires_at=expires,
-                )
-                for p, s, w, _ in placed
-            ],
-            batch_size=BULK_BATCH,
-        )
-        Slot.objects.bulk_update(
-            [_leased(s, lease) for (_, s, _, _), lease in zip(placed, leases)], ["lease"], batch_size=BULK_BATCH
-        )
-        Label.objects.bulk_create(
-            [
-                Label(
-                    campaign=campaign,
-                    prompt=p,
-                    worker_id=w,
-                    lease=lease,
-                    slot=s,
-                    value=text,  # as label_submit stores it: normalised, checked above
-                    client_token=f"protoqa:{campaign.pk}:{lease.pk}",
-                    leased_at=now,
-                    created_at=now,
-                )
-                for (p, s, w, text), lease in zip(placed, leases)
-            ],
-            batch_size=BULK_BATCH,
-        )
+        workers = _workers_create(campaign, questions)
+        slots = _slots_create(campaign, prompts, questions)
+        n_labels = _answers_place(campaign, prompts, questions, answers, slots, workers, now)
     # The audit's statistics are built from the labels now, as label_submit would have folded each one
     # in; the campaign is closed, so no label will ever trigger it.
     stats_rebuild(campaign_id=campaign.pk)
-    return ProtoQAImport(campaign, len(prompts), len(placed), created=True)
+    return ProtoQAImport(campaign, len(prompts), n_labels, created=True)
+
+
+# The import's steps, in the order protoqa_import takes them.
+
+
+def _answers_checked(questions: list[ProtoQAQuestion]) -> dict[str, list[str]]:
+    """Each question's answers, one per occurrence, normalised and checked as a worker's would be;
+    raises ProtoQAFileError naming every bad question."""
+    answers, errors = {}, []
+    for q in questions:
+        try:
+            answers[q.qid] = [answer_normalize(a) for a, n in q.raw.items() for _ in range(n)]
+        except LabelValueError as exc:
+            errors.append((q.line, f"question {q.qid!r}: {exc}"))
+            continue
+        if not all(answers[q.qid]):
+            errors.append((q.line, f"question {q.qid!r} has an empty answer"))
+    if errors:
+        raise ProtoQAFileError(errors)
+    longest = max(len(a) for texts in answers.values() for a in texts)
+    if longest > MAX_ANSWER_LENGTH:
+        raise ProtoQAFileError([(0, f"an answer has {longest} characters; at most {MAX_ANSWER_LENGTH} are allowed")])
+    return answers
+
+
+def _workers_create(campaign: Campaign, questions: list[ProtoQAQuestion]) -> dict[str, int]:
+    """One synthetic worker per answer (``<qid>.<n>``), in the campaign; returns their ids by name."""
+    ids = [f"{q.qid}.{n}" for q in questions for n in range(1, q.n_answers + 1)]
+    Worker.objects.bulk_create(
+        [Worker(channel=PROTOQA_CHANNEL, external_id=i) for i in ids], batch_size=BULK_BATCH, ignore_conflicts=True
+    )
+    workers = _workers_by_id(ids)
+    Participation.objects.bulk_create(
+        [Participation(campaign=campaign, worker_id=workers[i], n_labels=1) for i in ids], batch_size=BULK_BATCH
+    )
+    return workers
+
+
+def _slots_create(campaign: Campaign, prompts: list[Prompt], questions: list[ProtoQAQuestion]) -> list[Slot]:
+    """k slots per prompt, drawn as an import draws them; the first as many as it has answers filled."""
+    k = campaign.k
+    return Slot.objects.bulk_create(
+        [
+            Slot(
+                campaign=campaign,
+                prompt=p,
+                index=i,
+                rand=random.random(),
+                priority=q.n_answers,
+                filled=i < q.n_answers,
+            )
+            for p, q in zip(prompts, questions)
+            for i in range(k)
+        ],
+        batch_size=BULK_BATCH,
+    )
+
+
+def _answers_place(campaign, prompts, questions, answers, slots, workers, now) -> int:
+    """Each answer as its worker's submitted lease and counted label in one of the prompt's slots, as
+    ``label_submit`` would have stored it; returns the number of labels."""
+    k = campaign.k
+    expires = now + timedelta(seconds=campaign.lease_seconds)
+    placed = [
+        (prompt, slots[number * k + n], workers[f"{q.qid}.{n + 1}"], text)
+        for number, (prompt, q) in enumerate(zip(prompts, questions))
+        for n, text in enumerate(answers[q.qid])
+    ]
+    leases = Lease.objects.bulk_create(
+        [
+            Lease(
+                campaign=campaign,
+                prompt=p,
+                worker_id=w,
+                slot=s,
+                status=Lease.Status.SUBMITTED,
+                created_at=now,
+                expires_at=expires,
+            )
+            for p, s, w, _ in placed
+        ],
+        batch_size=BULK_BATCH,
+    )
+    Slot.objects.bulk_update(
+        [_leased(s, lease) for (_, s, _, _), lease in zip(placed, leases)], ["lease"], batch_size=BULK_BATCH
+    )
+    Label.objects.bulk_create(
+        [
+            Label(
+                campaign=campaign,
+                prompt=p,
+                worker_id=w,
+                lease=lease,
+                slot=s,
+                value=text,  # as label_submit stores it: normalised, checked above
+                client_token=f"protoqa:{campaign.pk}:{lease.pk}",
+                leased_at=now,
+                created_at=now,
+            )
+            for (p, s, w, text), lease in zip(placed, leases)
+        ],
+        batch_size=BULK_BATCH,
+    )
+    return len(placed)
 
 
 def _workers_by_id(ids: list[str]) -> dict[str, int]:
