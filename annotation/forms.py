@@ -306,7 +306,7 @@ class ControlMarkForm(forms.Form):
 
 
 class WorkerActionForm(forms.Form):
-    """An action on one of the campaign's workers, from its workers page (``views.quality``): the worker
+    """An action on one of the campaign's workers, from its workers page (``views.worker_actions``): the worker
     by public id, the action, and why. ``annotation.services.quality`` checks the worker and the reason."""
 
     ACTIONS = [

@@ -192,6 +192,16 @@ def _control(value) -> bool:
     raise ValueError(f"{shown(value)}; use true or false (or 1 or 0)")
 
 
+def first_seen(seen: dict, key: str, where):
+    """Where ``key`` came first in an upload, or None when this is its first row (``where`` is then noted
+    in ``seen``): the duplicate-id check of both upload parsers, prompt files here and systems'
+    predictions (``audits.services.systems``), each wording its refusal."""
+    first = seen.get(key)
+    if first is None:
+        seen[key] = where
+    return first
+
+
 def parse_prompts(data: bytes, *, filename: str, schema: LabelSchema, max_bytes: int) -> list[PromptRow]:
     """Validate a whole prompt file. Raises PromptFileError listing every bad line; returns rows otherwise."""
     if len(data) > max_bytes:
@@ -221,10 +231,10 @@ def parse_prompts(data: bytes, *, filename: str, schema: LabelSchema, max_bytes:
         if not isinstance(body, str) or not body:
             errors.append((line, f"empty text for id {external_id!r}"))
             continue
-        if external_id in seen:
-            errors.append((line, f"duplicate id {external_id!r} (first on line {seen[external_id]})"))
+        first = first_seen(seen, external_id, line)
+        if first is not None:
+            errors.append((line, f"duplicate id {external_id!r} (first on line {first})"))
             continue
-        seen[external_id] = line
         try:
             options = _options(record.get("options"))
         except ValueError as exc:

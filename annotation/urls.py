@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 
 from annotation.services.campaigns import TRANSITIONS
-from annotation.views import controls, invitations, quality, researcher, rules, worker
+from annotation.views import controls, invitations, researcher, rules, worker, worker_actions
 
 urlpatterns = [
     path("", researcher.home, name="home"),
@@ -22,11 +22,11 @@ urlpatterns = [
     path(
         "campaigns/<slug:slug>/rules/<int:rule_id>/deactivate/", rules.rule_deactivate, name="quality_rule_deactivate"
     ),
-    path("campaigns/<slug:slug>/workers/", quality.worker_actions, name="worker_actions"),
-    path("campaigns/<slug:slug>/workers/act/", quality.worker_act, name="worker_act"),
+    path("campaigns/<slug:slug>/workers/", worker_actions.worker_actions, name="worker_actions"),
+    path("campaigns/<slug:slug>/workers/act/", worker_actions.worker_act, name="worker_act"),
     path(
         "campaigns/<slug:slug>/workers/actions/<int:action_id>/undo/",
-        quality.worker_action_undo,
+        worker_actions.worker_action_undo,
         name="worker_action_undo",
     ),
     # Closing cannot be undone: it has a page of its own, which asks first.

@@ -189,7 +189,7 @@ class AuditSnapshot(models.Model):
 
 
 class RequestedRun(models.Model):
-    """What every run on request shares (``audits.services.requests``): who asked and when, and the
+    """What every run on request shares (``audits.services.run_requests``): who asked and when, and the
     result on the labels counted at ``watermark``, or the engine's error."""
 
     requested_by = models.ForeignKey(

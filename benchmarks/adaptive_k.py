@@ -10,7 +10,7 @@ Data: ``../shared/datasets`` (or ``CHORUS_DATASETS``), the noise-audit study's l
 
 * ComVE: 2,000 sentences, 5 MTurk labels each (1 = plausible), SemEval gold. The crowd is replayed in
   label order (the order of each sentence's ``annotations``): a prompt gets its first k labels, then
-  the stopping rule (``annotation.services.adaptive.stop_rule``) decides after each label whether it
+  the stopping rule (``annotation.adaptive.stop_rule``) decides after each label whether it
   takes the next one, up to k_max = 5, all the data has. The baseline is fixed k = 5: all 10,000 labels.
 * TG-CSR true/false, where the data allows k_max = 6: the 4 contexts' question–answer pairs with all six
   annotators' labels, replayed in annotator order A → F, against fixed k = 6. No gold.
@@ -63,7 +63,7 @@ def tg_csr_true_false() -> dict[str, list[tuple[str, int]]]:
 
 def replay(sequences: dict[str, list[int]], *, k: int, k_max: int, stop_confidence: float) -> dict[str, int]:
     """Each prompt's final number of labels when its labels arrive in the given order under the rule."""
-    from annotation.services.adaptive import Outcome, stop_rule  # Django is set up by main() or the caller
+    from annotation.adaptive import Outcome, stop_rule  # Django is set up by main() or the caller
 
     final = {}
     for prompt, values in sequences.items():
@@ -80,7 +80,7 @@ def majority(values: list[int]) -> int | None:
 
 
 def rows_for(name: str, sequences: dict[str, list[int]], gold: dict[str, int] | None, confidences) -> list[list]:
-    from annotation.services.adaptive import stop_plan
+    from annotation.adaptive import stop_plan
 
     k_max = min(len(values) for values in sequences.values())
     fixed = {prompt: majority(values[:k_max]) for prompt, values in sequences.items()}

@@ -278,8 +278,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Three models have a choice field named kind or action: one enum name each in the schema.
     "ENUM_NAME_OVERRIDES": {
-        "WorkerActionKindEnum": "annotation.models.quality.WorkerAction.Kind",
-        "QualityRuleActionEnum": "annotation.models.quality.QualityRule.Action",
+        "WorkerActionKindEnum": "annotation.models.worker_actions.WorkerAction.Kind",
+        "QualityRuleActionEnum": "annotation.models.worker_actions.QualityRule.Action",
         "AuditSnapshotKindEnum": "audits.models.AuditSnapshot.Kind",
     },
 }

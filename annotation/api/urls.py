@@ -1,17 +1,17 @@
-"""The REST API, version 1. Every view answers errors as ``{"error": {...}}`` (see exceptions.py)."""
+"""The REST API, version 1. Every view answers errors as ``{"error": {...}}`` (see exceptions.py).
+
+These are annotation's routes, with the schema and its documentation; the live audit routes its own
+(``audits/api/urls.py``). ``config/urls.py`` puts both under ``/api/`` in one namespace, ``api``."""
 
 from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation.api import auth, campaigns, labels, publications, quality, rules, worker_loop
+from annotation.api import auth, campaigns, labels, publications, rules, worker_actions, worker_loop
 from annotation.exporting import FORMATS
 from annotation.services.campaigns import TRANSITIONS
 from annotation.webhooks import api as webhooks
-from audits.api import audit as audit_api
-from audits.api import systems as systems_api
 
-app_name = "api"
 campaign = "v1/campaigns/<slug:slug>"
 # The Swagger UI page carries one inline <style> block (drf-spectacular's template); its script is
 # served separately (the split view), so scripts stay 'self' only.
@@ -45,11 +45,11 @@ urlpatterns = [
         rules.QualityRuleDeactivateApi.as_view(),
         name="quality-rule-deactivate",
     ),
-    path(f"{campaign}/workers/", quality.WorkerListApi.as_view(), name="workers"),
-    path(f"{campaign}/worker-actions/", quality.WorkerActionListApi.as_view(), name="worker-actions"),
+    path(f"{campaign}/workers/", worker_actions.WorkerListApi.as_view(), name="workers"),
+    path(f"{campaign}/worker-actions/", worker_actions.WorkerActionListApi.as_view(), name="worker-actions"),
     path(
         f"{campaign}/worker-actions/<int:action_id>/undo/",
-        quality.WorkerActionUndoApi.as_view(),
+        worker_actions.WorkerActionUndoApi.as_view(),
         name="worker-action-undo",
     ),
     path(f"{campaign}/publications/", publications.PublicationListApi.as_view(), name="publications"),
@@ -81,16 +81,4 @@ urlpatterns = [
         path(f"{campaign}/labels.{fmt}", labels.LabelExportApi.as_view(fmt=fmt), name=f"labels-{fmt}")
         for fmt in FORMATS
     ),
-    # The live audit's views live in the audits app (audits/api/); routed here, under one API namespace.
-    path(f"{campaign}/audit/", audit_api.AuditApi.as_view(), name="audit"),
-    path(f"{campaign}/audit/snapshots/", audit_api.AuditSnapshotListApi.as_view(), name="audit-snapshots"),
-    *(
-        path(f"{campaign}/audit/report.{fmt}", audit_api.AuditReportApi.as_view(fmt=fmt), name=f"audit-report-{fmt}")
-        for fmt in audit_api.AuditReportApi.MEDIA_TYPES
-    ),
-    path(f"{campaign}/audit/recompute/", audit_api.AuditRecomputeApi.as_view(), name="audit-recompute"),
-    # Before the system pattern, which "leaderboard" would match too.
-    path(f"{campaign}/systems/leaderboard/", systems_api.SystemLeaderboardApi.as_view(), name="systems-leaderboard"),
-    path(f"{campaign}/systems/", systems_api.SystemListApi.as_view(), name="systems"),
-    path(f"{campaign}/systems/<str:name>/", systems_api.SystemDetailApi.as_view(), name="system"),
 ]

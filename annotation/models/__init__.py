@@ -3,7 +3,8 @@ from .invitations import Invitation
 from .labels import Label
 from .leases import Lease
 from .prompts import ImportBatch, Prompt, Slot
-from .quality import QualityRule, StopDecision, WorkerAction
+from .stop_decisions import StopDecision
+from .worker_actions import QualityRule, WorkerAction
 from .workers import Participation, Worker
 
 __all__ = [

@@ -2,6 +2,19 @@ from django.conf import settings
 from django.db import models
 
 
+def public_worker_id(channel: str, external_id: str) -> str:
+    """A worker's public id, ``<channel>:<external id>``: how pages, exports, the API and the audit name a
+    worker. The one place it is built, for reads that fetch the two columns rather than the row too."""
+    return f"{channel}:{external_id}"
+
+
+def public_worker_id_parse(public_id: str) -> tuple[str, str]:
+    """``(channel, external id)`` of a public id: the inverse of :func:`public_worker_id` (a channel has
+    no colon; an external id may have some)."""
+    channel, _, external_id = public_id.partition(":")
+    return channel, external_id
+
+
 class Worker(models.Model):
     """Somebody who labels, identified by channel + the channel's id for them.
 
@@ -25,7 +38,7 @@ class Worker(models.Model):
 
     @property
     def public_id(self) -> str:
-        return f"{self.channel}:{self.external_id}"
+        return public_worker_id(self.channel, self.external_id)
 
 
 class Participation(models.Model):

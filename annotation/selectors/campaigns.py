@@ -5,17 +5,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 
+from annotation.adaptive import StopPlan, stop_plan
 from annotation.channels.pricing import CostPreview, mturk_cost_preview
 from annotation.models import Campaign, Invitation, Participation, Prompt, Slot, StopDecision
-
-if TYPE_CHECKING:  # annotation.services imports this module
-    from annotation.services.adaptive import StopPlan
 
 
 @dataclass(frozen=True)
@@ -72,14 +69,14 @@ PLAN_PROMPTS_READ = 20_000
 class CampaignStopPlan:
     """Adaptive k's planner for one campaign (``campaign_stop_plan``): the rule's expected labels.
 
-    ``plan`` is the distribution of a prompt's final k (``annotation.services.adaptive.StopPlan``);
+    ``plan`` is the distribution of a prompt's final k (``annotation.adaptive.StopPlan``);
     ``final_so_far`` counts the prompts the rule already stopped, by final k. The totals are for all
     ``n_prompts`` prompts of the campaign: the stopped ones at their final k, each of the others as
     ``plan`` expects a prompt. ``cost_expected`` and ``cost_most`` price them (rewards plus MTurk's
     commission) when a reward per label is given.
     """
 
-    plan: "StopPlan"
+    plan: StopPlan
     n_prompts: int
     labels: int
     final_so_far: dict[int, int]
@@ -120,8 +117,6 @@ def campaign_stop_plan(*, campaign: Campaign, reward: Decimal | None = None) -> 
     k), of the latest ``PLAN_PROMPTS_READ`` prompts. The price is MTurk's (rewards plus 20 % commission,
     at least $0.01 a label), as for the HITs of fewer than 10 assignments that Chorus publishes by default.
     """
-    from annotation.services.adaptive import stop_plan  # noqa: PLC0415 (annotation.services imports this module)
-
     at_k = StopDecision.objects.filter(campaign=campaign, n_labels=campaign.k)
     latest = at_k.order_by("-pk").values("pk")[:PLAN_PROMPTS_READ]
     first_labels = dict(

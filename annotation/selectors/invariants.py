@@ -5,6 +5,7 @@ from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 
 from annotation.models import Campaign, ImportBatch, Label, Lease, Participation, Prompt, Slot, StopDecision
+from annotation.models.workers import public_worker_id
 
 #: At most this many rows are named per kind of violation; a last line says how many more there are.
 VIOLATIONS_NAMED = 20
@@ -39,9 +40,24 @@ def invariant_violations(*, campaign: Campaign | None = None, acknowledged=(), c
     per kind. For tests, benchmarks and the soak.
     """
     scope = {} if campaign is None else {"campaign": campaign}
+    # One function per family of guarantees, in this order, as Django's system checks are small
+    # registered functions: each builds its own lines, and the order of the lines stays the report's.
+    return [
+        *_exactly_k_per_prompt(scope, complete=complete),
+        *_never_twice(scope),
+        *_slots_held(scope),
+        *_counters(scope),
+        *_adaptive_k(scope),
+        *_import_counts(scope),
+        *_acknowledged_stored(scope, acknowledged),
+    ]
+
+
+def _exactly_k_per_prompt(scope: dict, *, complete: bool) -> list[str]:
+    """Exactly-k per prompt (its slots and counted labels against k, ``k_max``; none for a control), and
+    ``Prompt.n_labels`` against its counted labels."""
     violations: list[str] = []
     counted = Label.objects.counted()
-
     per_prompt = Prompt.objects.filter(**scope).annotate(
         counted=_count_of(counted.filter(prompt=OuterRef("pk")), "prompt"),
         n_slots=_count_of(Slot.objects.filter(prompt=OuterRef("pk")), "prompt"),
@@ -66,7 +82,13 @@ def invariant_violations(*, campaign: Campaign | None = None, acknowledged=(), c
         ),
         lambda row: _prompt_problems(row, complete=complete),
     )
+    return violations
 
+
+def _never_twice(scope: dict) -> list[str]:
+    """Never twice: no (prompt, worker) twice among labels or leases; each label its own lease's worker's,
+    on its lease's prompt, before the lease ran out."""
+    violations: list[str] = []
     for model, what in ((Label, "labels (void ones included)"), (Lease, "leases")):
         twice = (
             model.objects.filter(**scope)
@@ -108,7 +130,14 @@ def invariant_violations(*, campaign: Campaign | None = None, acknowledged=(), c
         ),
         _label_lease_problems,
     )
+    return violations
 
+
+def _slots_held(scope: dict) -> list[str]:
+    """Each counted label fills the slot its lease holds; control labels and leases hold no slot, every
+    other lease one of its own prompt's."""
+    violations: list[str] = []
+    counted, labels = Label.objects.counted(), Label.objects.filter(**scope)
     _name(
         violations,
         counted.filter(**scope, is_control=False)
@@ -160,7 +189,14 @@ def invariant_violations(*, campaign: Campaign | None = None, acknowledged=(), c
         ),
         _lease_slot_problems,
     )
+    return violations
 
+
+def _counters(scope: dict) -> list[str]:
+    """``Slot.filled``, open slots' fill-first priority and ``Participation.n_labels`` against what they
+    count; every label's worker takes part in its campaign."""
+    violations: list[str] = []
+    counted, labels = Label.objects.counted(), Label.objects.filter(**scope)
     slots = Slot.objects.filter(**scope)
     _name(
         violations,
@@ -206,9 +242,12 @@ def invariant_violations(*, campaign: Campaign | None = None, acknowledged=(), c
         labels.filter(~Exists(joined)).order_by("pk").values("pk"),
         lambda row: [f"label {row['pk']}: its worker has no participation in its campaign"],
     )
+    return violations
 
-    _adaptive_k_violations(violations, scope, counted)
 
+def _import_counts(scope: dict) -> list[str]:
+    """``ImportBatch.n_prompts`` against the batch's prompts."""
+    violations: list[str] = []
     batches = ImportBatch.objects.filter(**scope).annotate(n=Count("prompts")).exclude(n=F("n_prompts"))
     _name(
         violations,
@@ -217,7 +256,13 @@ def invariant_violations(*, campaign: Campaign | None = None, acknowledged=(), c
             f"import {row['filename']!r} of {row['campaign__slug']} says {row['n_prompts']} prompts, holds {row['n']}"
         ],
     )
+    return violations
 
+
+def _acknowledged_stored(scope: dict, acknowledged) -> list[str]:
+    """Every acknowledged label id is stored (void or not: a label is never deleted)."""
+    violations: list[str] = []
+    labels = Label.objects.filter(**scope)
     ids = sorted(set(acknowledged))
     stored = set()
     for start in range(0, len(ids), 900):  # SQLite's bound-parameter limit
@@ -229,8 +274,10 @@ def invariant_violations(*, campaign: Campaign | None = None, acknowledged=(), c
     return violations
 
 
-def _adaptive_k_violations(violations: list[str], scope: dict, counted: QuerySet[Label]) -> None:
-    """The adaptive-k part of ``invariant_violations``: slots against logged decisions, decisions against the rule."""
+def _adaptive_k(scope: dict) -> list[str]:
+    """Adaptive k, "its own final number": slots against logged decisions, decisions against the rule."""
+    violations: list[str] = []
+    counted = Label.objects.counted()
     extend = StopDecision.Outcome.EXTEND
     decisions = StopDecision.objects.filter(prompt=OuterRef("pk"))
     per_prompt = Prompt.objects.filter(**scope, is_control=False, campaign__k_max__isnull=False).annotate(
@@ -287,6 +334,7 @@ def _adaptive_k_violations(violations: list[str], scope: dict, counted: QuerySet
         ),
         _decision_problems,
     )
+    return violations
 
 
 def _decision_problems(row: dict) -> list[str]:
@@ -321,7 +369,7 @@ def _prompt_name(row: dict, prefix: str = "") -> str:
 
 
 def _worker_name(row: dict) -> str:
-    return f"worker {row['worker__channel']}:{row['worker__external_id']}"
+    return f"worker {public_worker_id(row['worker__channel'], row['worker__external_id'])}"
 
 
 def _prompt_problems(row: dict, *, complete: bool) -> list[str]:

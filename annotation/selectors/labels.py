@@ -3,6 +3,7 @@
 from django.db.models import OuterRef, QuerySet
 
 from annotation.models import Campaign, Label, Participation, Slot
+from annotation.models.workers import public_worker_id_parse
 from annotation.selectors.invariants import _count_of
 
 EXPORT_FIELDS = [
@@ -30,7 +31,7 @@ def campaign_labels(*, campaign: Campaign, worker: str = "", prompt: str = "", s
     Void labels are left out: they do not count."""
     labels = Label.objects.counted().filter(campaign=campaign)
     if worker:
-        channel, _, external_id = worker.partition(":")
+        channel, external_id = public_worker_id_parse(worker)
         labels = labels.filter(worker__channel=channel, worker__external_id=external_id)
     if prompt:
         labels = labels.filter(prompt__external_id=prompt)

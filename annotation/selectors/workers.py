@@ -8,6 +8,7 @@ from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker, WorkerAction
+from annotation.models.workers import public_worker_id_parse
 from annotation.selectors.assignment import _unfilled_slots, labels_left_under_cap
 
 
@@ -34,7 +35,7 @@ def campaign_workers(*, campaign: Campaign) -> QuerySet[Participation]:
 def campaign_worker(*, campaign: Campaign, public_id: str) -> Worker | None:
     """The worker with this public id (``channel:external id``) if they take part in the campaign; None
     otherwise, whether or not a worker with that id exists elsewhere (so the answer leaks nothing)."""
-    channel, _, external_id = public_id.partition(":")
+    channel, external_id = public_worker_id_parse(public_id)
     return Worker.objects.filter(channel=channel, external_id=external_id, participations__campaign=campaign).first()
 
 

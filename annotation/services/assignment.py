@@ -29,7 +29,7 @@ from annotation.selectors import BLOCKED, BLOCKED_REASON, free_slots, live_lease
 from annotation.services.adaptive import prompt_stop_decide
 from annotation.services.controls import control_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
-from audits.services import audit_stats_invalidate, label_stats_add
+from audits.hook import audit_stats_invalidate, label_stats_add
 
 
 @dataclass(frozen=True)

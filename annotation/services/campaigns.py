@@ -8,7 +8,7 @@ from django.utils.text import slugify
 from annotation.models import Campaign
 from annotation.services.errors import CampaignStateError
 from annotation.signals import campaign_status_changed
-from audits.services import audit_stats_invalidate
+from audits.hook import audit_stats_invalidate
 
 EDITABLE_FIELDS = {
     "title",

@@ -38,7 +38,7 @@ from annotation.channels.services.blocking import worker_block_on_channels, work
 from annotation.models import Campaign, Label, Participation, QualityRule, Worker, WorkerAction
 from annotation.services.assignment import label_void_locked, worker_leases_end
 from annotation.services.errors import ServiceError
-from audits.services import audit_stats_invalidate
+from audits.hook import audit_stats_invalidate
 
 Kind = WorkerAction.Kind
 REASON_MAX = WorkerAction._meta.get_field("reason").max_length

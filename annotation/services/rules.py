@@ -1,6 +1,6 @@
 """Quality rules: the researcher's "when <metric> is past <threshold> after <min_labels>, <action>".
 
-The live audit evaluates a campaign's active rules after each quick audit (``audits.quality.rules_apply``);
+The live audit evaluates a campaign's active rules after each quick audit (``audits.services.worker_rules``);
 these services only write them. A rule is a log entry like the actions it takes: never edited, only
 deactivated, so every action it took still names the rule as it was.
 """

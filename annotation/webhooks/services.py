@@ -35,7 +35,7 @@ from annotation.models import Campaign, Label, Slot, WorkerAction
 from annotation.selectors import campaigns_visible_to
 from annotation.services.errors import ServiceError
 from annotation.webhooks.models import Delivery, Endpoint, WebhookCursor
-from audits.selectors.coverage import latest_numbers
+from audits.hook import latest_numbers
 
 PROMPTS_PER_DELIVERY = 1000
 MAX_ATTEMPTS = 8

@@ -1,2 +1,2 @@
-"""The audits app's REST views, one module per resource; routed in ``annotation/api/urls.py`` under the
-one API namespace."""
+"""The audits app's REST views, one module per resource; routed in ``audits/api/urls.py``, which
+``config/urls.py`` includes beside annotation's API in one namespace."""

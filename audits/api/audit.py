@@ -1,5 +1,5 @@
 """The REST API of a campaign's live audit (``/api/v1/campaigns/<slug>/audit/…``, routed by
-``annotation.api.urls``), for the people who manage it (never for its workers): the dashboard's
+``audits.api.urls``), for the people who manage it (never for its workers): the dashboard's
 numbers, the snapshot history, the full report, and "recompute now".
 
 ``audits.selectors`` and ``audits.services`` compute everything; these views only check who is

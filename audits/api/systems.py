@@ -1,5 +1,5 @@
 """The REST API of a campaign's systems (``/api/v1/campaigns/<slug>/systems/…``, routed by
-``annotation.api.urls``), for the people who manage the campaign: upload, list, read, replace and
+``audits.api.urls``), for the people who manage the campaign: upload, list, read, replace and
 delete systems, and their leaderboard.
 
 A system is sent as a multipart form (``name`` and a CSV or JSONL ``file``, read by

@@ -49,7 +49,7 @@ from audits.engine.filters import FilterResult, VolumeSweep, volume_filter, volu
 from audits.engine.flags import StraightLining, straight_lining, straight_lining_binary
 from audits.engine.instrument import compare_systems, item_precision, reproducibility
 from audits.engine.intervals import NoiseIntervals, noise_intervals
-from audits.engine.io import LabelFileError, read_gold, read_labels, read_predictions
+from audits.engine.label_files import LabelFileError, read_gold, read_labels, read_predictions
 from audits.engine.markdown import render_markdown
 from audits.engine.matrix import DuplicateLabelError, LabelMatrix, ValueScale, parse_binarize
 from audits.engine.noise import (
@@ -70,7 +70,7 @@ from audits.engine.partitions import (
     score_partitions,
     two_proportion_ztest,
 )
-from audits.engine.protoqa import (
+from audits.engine.protoqa_scoring import (
     ProtoQAFormatError,
     probeval_kl,
     read_answers,

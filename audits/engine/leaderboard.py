@@ -355,7 +355,7 @@ def answers_leaderboard(
         ``metric`` (``"max_answers"``), ``reference`` (:data:`ANSWERS_REFERENCE`), ``matching``
         (``"exact"``: the official evaluator's exact match after its normalisation), ``n_prompts``;
         ``systems``: per system its mean Max Answers@k / Max Incorrect@k over the scored prompts
-        (:func:`audits.engine.protoqa.score_protoqa`; a prompt it left out scores 0), ProbEval's
+        (:func:`audits.engine.protoqa_scoring.score_protoqa`; a prompt it left out scores 0), ProbEval's
         KL when samples were uploaded, a Student-t interval of the mean of the reference score
         (``mean ± t_{n−1} s/√n``) and ``rank``; ``ranking``; ``pairs``: per pair ``across_prompts``,
         the two-sided Wilcoxon signed-rank test of the reference score's per-prompt differences
@@ -363,7 +363,7 @@ def answers_leaderboard(
     """
     from scipy import stats  # noqa: PLC0415 (scipy.stats takes a few tenths of a second to import)
 
-    from audits.engine.protoqa import Question, score_protoqa  # noqa: PLC0415 (free text only)
+    from audits.engine.protoqa_scoring import Question, score_protoqa  # noqa: PLC0415 (free text only)
 
     questions = {pid: Question(id=pid, question="", clusters=dict(c)) for pid, c in targets.items()}
     base = {"metric": "max_answers", "reference": ANSWERS_REFERENCE, "matching": "exact", "level": level}

@@ -427,7 +427,7 @@ def _gold_per_prompt(
 class LabelMatrix:
     """A sparse worker × prompt label matrix in COO form (one entry per valid label).
 
-    Build it with :meth:`from_triples`, :meth:`from_frame`, or :func:`audits.engine.io.read_labels`.
+    Build it with :meth:`from_triples`, :meth:`from_frame`, or :func:`audits.engine.label_files.read_labels`.
 
     Attributes
     ----------

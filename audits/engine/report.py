@@ -238,39 +238,17 @@ def full_report(
     when = computed_at or _dt.datetime.now(_dt.UTC)
     computed_on = _computed_on(matrix, audit, campaign=campaign, filter_label=filter_label, when=when)
     counts = _counts(matrix)
-    acc = loo_accuracy(matrix, min_scored=min_scored)
-    acc_gold = gold_accuracy(matrix, min_scored=min_scored) if matrix.has_gold else None
-    if acc_gold is None:
-        notes["accuracy_gold"] = "no gold labels"
+    acc, acc_gold = _accuracies(matrix, min_scored, notes)
     parts = noise_partitions(matrix, k=k)
     if not matrix.is_binary:
         notes["partitions"] = "labels are not binary: minority count = k − count of the modal value"
     sw = {kind: volume_sweep(matrix, kind, ddof=ddof) for kind in sweeps}
     flt = _volume_filters(matrix, filters, ddof)
-    wn = None
-    regs: dict = {}
-    if per_worker and matrix.n_labels:
-        wn = worker_noise(matrix, ddof=ddof)
-        regs["loo_mode"] = noise_accuracy_regression(wn, acc)
-        if acc_gold is not None:
-            regs["gold"] = noise_accuracy_regression(wn, acc_gold)
-    agree = prec = None
-    if agreement and matrix.n_labels:
-        agree = agreement_section(matrix, levels=alpha_levels)
-        if matrix.raw_levels is None:
-            prec = item_precision(matrix, ddof=ddof).to_dict()
-        else:
-            notes["precision"] = "raw labels are categories without numeric values"
+    wn, regs = _worker_noise(matrix, acc, acc_gold, ddof) if per_worker and matrix.n_labels else (None, {})
+    agree, prec = _agreement(matrix, alpha_levels, ddof, notes) if agreement and matrix.n_labels else (None, None)
     pscores = systems = repro = sys_scores = raters = None
     if predictions is not None:
-        pscores = score_partitions(matrix, predictions, k=k).to_dict()
-        given = (predictions,) if predictions_b is None else (predictions, predictions_b)
-        if metric == "auto":
-            metric = prediction_metric(matrix, *given)
-        sys_scores = {name: system_scores(matrix, p, metric=metric, k=k) for name, p in zip("ab", given)}
-        raters = per_rater_scores(matrix, *given, metric=metric)
-        if predictions_b is not None:
-            systems = compare_systems(matrix, predictions, predictions_b, metric=metric).to_dict()
+        pscores, sys_scores, raters, systems = _systems(matrix, predictions, predictions_b, metric=metric, k=k)
     if second is not None:
         repro = reproducibility(matrix, second, ddof=ddof).to_dict()
     truths = _ground_truths(matrix, ground_truths, notes) if ground_truths else None
@@ -304,6 +282,52 @@ def full_report(
         variance_components(matrix),
         resolution(matrix, per_rater=raters),
     )
+
+
+# The report's steps, in the order full_report takes them (``notes`` keeps that order too).
+
+
+def _accuracies(matrix, min_scored: int | None, notes: dict) -> tuple:
+    """Leave-one-out accuracy against the others' mode, and against gold when prompts have it."""
+    acc = loo_accuracy(matrix, min_scored=min_scored)
+    acc_gold = gold_accuracy(matrix, min_scored=min_scored) if matrix.has_gold else None
+    if acc_gold is None:
+        notes["accuracy_gold"] = "no gold labels"
+    return acc, acc_gold
+
+
+def _worker_noise(matrix, acc, acc_gold, ddof: int) -> tuple:
+    """Per-worker noise and its regressions on each accuracy: ``(worker noise, {reference: regression})``."""
+    wn = worker_noise(matrix, ddof=ddof)
+    regs = {"loo_mode": noise_accuracy_regression(wn, acc)}
+    if acc_gold is not None:
+        regs["gold"] = noise_accuracy_regression(wn, acc_gold)
+    return wn, regs
+
+
+def _agreement(matrix, alpha_levels: tuple | None, ddof: int, notes: dict) -> tuple:
+    """Agreement coefficients, and item precision where raw labels are numbers: ``(agreement, precision)``."""
+    agree, prec = agreement_section(matrix, levels=alpha_levels), None
+    if matrix.raw_levels is None:
+        prec = item_precision(matrix, ddof=ddof).to_dict()
+    else:
+        notes["precision"] = "raw labels are categories without numeric values"
+    return agree, prec
+
+
+def _systems(matrix, predictions, predictions_b, *, metric: str, k: int | None) -> tuple:
+    """One or two systems scored: ``(partition scores, {"a"/"b": scores}, per-rater scores, comparison)``;
+    the comparison is None for one system."""
+    pscores = score_partitions(matrix, predictions, k=k).to_dict()
+    given = (predictions,) if predictions_b is None else (predictions, predictions_b)
+    if metric == "auto":
+        metric = prediction_metric(matrix, *given)
+    sys_scores = {name: system_scores(matrix, p, metric=metric, k=k) for name, p in zip("ab", given)}
+    raters = per_rater_scores(matrix, *given, metric=metric)
+    systems = None
+    if predictions_b is not None:
+        systems = compare_systems(matrix, predictions, predictions_b, metric=metric).to_dict()
+    return pscores, sys_scores, raters, systems
 
 
 #: Raw labels with more distinct values than this (a 0–100 slider, say) are not categories: the

@@ -1,5 +1,5 @@
 """Live worker quality: each worker's bias, accuracy on control items and speed, with the flags they
-raise in words. Pure numpy (scipy.special for two quantiles); the live audit (``audits.quality``)
+raise in words. Pure numpy (scipy.special for two quantiles); the live audit (``audits.selectors.worker_numbers``)
 feeds it from the database after each quick audit.
 
 Three numbers, each with the rule that flags it (straight-lining has its own module,

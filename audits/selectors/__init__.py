@@ -7,7 +7,9 @@ inputs from the database and shape its outputs for the dashboard. They write not
 
 By job: ``stats`` (the running statistics and the quick audit), ``full`` (the label matrix and the
 full audit), ``tables`` (the dashboard's tables), ``truths`` (the alternative ground truths), ``card``
-(the instrument card and its bootstrap runs) and ``feed`` (snapshots, status, the feed). The
+(the instrument card and its bootstrap runs), ``feed`` (snapshots, status, the feed),
+``worker_numbers`` (each worker's numbers and flags) and ``worker_rules`` (which quality rules call for
+an action on which worker). The
 functions are re-exported here, so ``audits.selectors.<function>`` names each of them.
 """
 
@@ -31,10 +33,15 @@ from .stats import (
 from .systems import leaderboard, system_detail, systems_list
 from .tables import agreement_rows, ambiguous_units, worker_table
 from .truths import ground_truths_for_report, ground_truths_summary, ground_truths_version
+from .worker_numbers import WorkerQuality, WorkerRow, worker_quality
+from .worker_rules import RuleDecision, rule_decisions
 
 __all__ = [
     "LabelStats",
+    "RuleDecision",
     "Totals",
+    "WorkerQuality",
+    "WorkerRow",
     "agreement_rows",
     "answers_overview",
     "ambiguous_units",
@@ -62,11 +69,13 @@ __all__ = [
     "prompt_clusterings",
     "quick_audit_data",
     "quick_audit_read",
+    "rule_decisions",
     "scaled_value_names",
     "snapshot_history",
     "stats_from_labels",
     "system_detail",
     "systems_list",
     "unit_name",
+    "worker_quality",
     "worker_table",
 ]

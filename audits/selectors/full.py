@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from annotation.models import Campaign, Label, Prompt, Worker
 from annotation.models.prompts import OPTION_BASE
+from annotation.models.workers import public_worker_id
 from audits.conf import audit_setting
 from audits.engine.matrix import LabelMatrix
 from audits.engine.report import full_report
@@ -85,7 +86,7 @@ def campaign_label_matrix(*, campaign: Campaign) -> tuple[LabelMatrix, int]:
         source=f"campaign {campaign.slug}",
     )
     names = dict(
-        (pk, f"{channel}:{ext}")
+        (pk, public_worker_id(channel, ext))
         for pk, channel, ext in Worker.objects.filter(participations__campaign=campaign).values_list(
             "pk", "channel", "external_id"
         )

@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.models import Campaign, ImportBatch, Label, Prompt
+from annotation.models.workers import public_worker_id
 from annotation.schemas import FREE_TEXT
 from annotation.selectors import Progress, campaign_progress
 from audits.conf import audit_setting
@@ -163,7 +164,7 @@ def _consistent_read():
 def _worker_stats(campaign: Campaign) -> list[tuple[str, int, float, float]]:
     """``(public worker id, scaled values, their sum, their sum of squares)`` of each worker with any."""
     return [
-        (f"{channel}:{ext}", n, total, sumsq)
+        (public_worker_id(channel, ext), n, total, sumsq)
         for channel, ext, n, total, sumsq in WorkerAuditStats.objects.filter(
             campaign=campaign, n_units__gt=0
         ).values_list("worker__channel", "worker__external_id", "n_units", "sum", "sumsq")

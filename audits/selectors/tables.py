@@ -4,12 +4,13 @@ coefficients with their readings, and the most ambiguous units with their labels
 from __future__ import annotations
 
 from annotation.models import Campaign, Label
+from annotation.models.workers import public_worker_id
 from audits.engine.accuracy import UNDERPOWERED_N
 from audits.engine.glossary import agreement_name, agreement_reading
 from audits.models import UnitAuditStats, WorkerAuditStats
 from audits.selectors.full import unit_name
 
-# The live worker-quality numbers (``audits.quality``) each row of the workers table carries.
+# The live worker-quality numbers (``audits.selectors.worker_numbers``) each row of the workers table carries.
 QUALITY_COLUMNS = (
     "bias",
     "bias_ci",
@@ -36,7 +37,7 @@ def worker_table(
 ) -> list[dict]:
     """One row per worker: labels and mean scaled value (live, from the statistics), the
     straight-lining flag (from the latest quick snapshot, ``straight_lining``), the worker's quality
-    numbers (from the same snapshot, ``quality``: ``audits.quality``'s bias with its interval, the
+    numbers (from the same snapshot, ``quality``: ``worker_numbers``' bias with its interval, the
     most frequent answer's share, control accuracy with its Wilson interval, median seconds per
     label against the campaign's), accuracy against the others and against gold with their
     intervals (from the latest full report, ``full``), Dawid–Skene's skill (from the latest ground
@@ -64,7 +65,7 @@ def worker_table(
     # Quick snapshots saved before they carried worker quality have none; the next quick run adds it.
     live = {entry["worker"]: entry for entry in (quality or {}).get("workers", [])}
     stats = [
-        (f"{channel}:{ext}", n_labels, n_units, n_invalid, total)
+        (public_worker_id(channel, ext), n_labels, n_units, n_invalid, total)
         for channel, ext, n_labels, n_units, n_invalid, total in WorkerAuditStats.objects.filter(campaign=campaign)
         .values_list("worker__channel", "worker__external_id", "n_labels", "n_units", "n_invalid", "sum")
         .order_by("-n_labels", "worker_id")
@@ -169,7 +170,7 @@ def ambiguous_units(*, campaign: Campaign, limit: int = 10) -> list[dict]:
         .order_by("id")
         .values_list("prompt_id", "worker__channel", "worker__external_id", "value")
     ):
-        labels.setdefault(prompt_id, []).append((f"{channel}:{ext}", value))
+        labels.setdefault(prompt_id, []).append((public_worker_id(channel, ext), value))
     schema = campaign.label_schema
     out = []
     for u in units:

@@ -9,9 +9,9 @@ package only keeps their inputs and results in the database. Its settings are in
   ``cache.add("audit:pending:<id>")`` and enqueue with a short countdown only when the key is new.
   It never raises: with the broker or the cache down, labels are still accepted.
 * ``audit_refresh`` (the quick run, Celery task ``audits.refresh``) computes the six numbers from
-  the running statistics and every worker's quality numbers (``audits.quality``), saves a snapshot
-  keyed by the watermark, then applies the campaign's quality rules; it holds the key until it
-  ends, then schedules the next run itself if labels arrived meanwhile.
+  the running statistics and every worker's numbers (``audits.selectors.worker_numbers``), saves a
+  snapshot keyed by the watermark, then applies the campaign's quality rules (``worker_rules``); it
+  holds the key until it ends, then schedules the next run itself if labels arrived meanwhile.
 * ``audit_full`` (task ``audits.full``) runs the engine's whole report on the label matrix.
 * ``ground_truths_request`` and ``ground_truths_compute`` (task ``audits.ground_truths``): the
   alternative ground truths, inferred when a researcher asks (``truths``).
@@ -24,7 +24,8 @@ package only keeps their inputs and results in the database. Its settings are in
   enqueues and catches up after a broker outage.
 
 By job: ``stats`` (the statistics and their rebuild), ``scheduling`` (debounce, sweep, "Recompute
-now") and ``runs`` (the quick and full runs); what the rest of Chorus calls is re-exported here.
+now"), ``runs`` (the quick and full runs) and ``worker_rules`` (quality rules applied, through the
+annotation app); what the rest of Chorus calls is re-exported here.
 """
 
 from .bootstrap import bootstrap_compute, bootstrap_request

@@ -6,7 +6,7 @@ at 10,000 labels and grow with the campaign (``benchmarks/instrument_card.py``),
 page, so each request is a ``BootstrapRun`` on the labels counted when the worker reads them. The
 worker resamples in blocks and writes its progress (``done_resamples``) as it goes; the card polls
 it (``audits.selectors.card.bootstrap_summary``). Requests follow the ground truths' pattern
-(``audits.services.requests``): one waiting run per campaign, broker outages never fail the page.
+(``audits.services.run_requests``): one waiting run per campaign, broker outages never fail the page.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from audits.engine.intervals import alpha_interval, noise_intervals
 from audits.models import BootstrapRun
 from audits.selectors.card import card_alpha_options
 from audits.selectors.full import campaign_label_matrix
-from audits.services.requests import run_request
+from audits.services.run_requests import run_request
 from audits.tasks import bootstrap_task
 
 Status = BootstrapRun.Status

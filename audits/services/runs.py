@@ -13,11 +13,12 @@ from django.db.models import Case, DateTimeField, Q, Value, When
 from django.utils import timezone
 
 from annotation.models import Campaign
-from audits import quality, selectors
+from audits import selectors
 from audits.conf import audit_setting
 from audits.models import AuditSnapshot, AuditStats, AuditStatsShard
 from audits.services.scheduling import audit_schedule_recompute, pending_key
 from audits.services.stats import stats_rebuild
+from audits.services.worker_rules import rules_apply
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +66,8 @@ def _snapshot_save(
 
 def audit_refresh(*, campaign_id: int) -> AuditSnapshot | None:
     """The quick run: the six numbers, progress, partitions and straight-lining flags from the
-    running statistics, each worker's quality numbers and flags (``audits.quality.worker_quality``),
-    and the campaign's quality rules applied to them (``audits.quality.rules_apply``).
+    running statistics, each worker's numbers and flags (``selectors.worker_quality``), and the
+    campaign's quality rules applied to them (``audits.services.worker_rules.rules_apply``).
 
     Single flight per campaign, like :func:`audit_full`: the pending key stays set while the run is
     queued and while it runs, so triggers meanwhile enqueue nothing. At the end it deletes the key
@@ -112,7 +113,7 @@ def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapsho
     if read is None:
         return None  # the map changed again since the rebuild: the next run rebuilds
     totals, shards, data = read
-    workers = quality.worker_quality(campaign=campaign)  # outside the read: it reads the labels, at length
+    workers = selectors.worker_quality(campaign=campaign)  # outside the read: it reads the labels, at length
     data["worker_quality"] = workers.to_dict()
     with transaction.atomic(durable=True):
         snapshot = _snapshot_save(
@@ -136,9 +137,9 @@ def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapsho
                 output_field=DateTimeField(),
             )
         )
-    quality.rules_apply(campaign=campaign, quality=workers)
-    # Panels approve a participant only after this (``audits.selectors.worker_audited``): their labels
-    # were read and the rules had their chance to block them.
+    rules_apply(campaign=campaign, quality=workers)
+    # Panels approve a participant only after this (``audits.hook.worker_audited``): their labels were
+    # read and the rules had their chance to block them.
     AuditSnapshot.objects.filter(pk=snapshot.pk).update(rules_applied_at=timezone.now())
     if selectors.full_audit_due(campaign_id, totals.n_labels, timezone.now()):
         audit_schedule_recompute(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL, countdown=0)

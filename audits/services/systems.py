@@ -34,12 +34,13 @@ from annotation.importing import (
     decode_upload,
     detect_format,
     file_lines,
+    first_seen,
     json_value,
     too_large_message,
 )
 from annotation.models import Campaign
 from annotation.schemas import parse_int, shown
-from audits.engine.protoqa import ProtoQAFormatError, parse_answers
+from audits.engine.protoqa_scoring import ProtoQAFormatError, parse_answers
 from audits.models import System
 from audits.selectors.full import unit_name
 from audits.selectors.systems import SCORED_SCHEMAS
@@ -206,10 +207,10 @@ def _check(campaign: Campaign, rows) -> dict:
         if pid not in known:
             errors.append((where, f"unknown prompt id {shown(pid)}"))
             continue
-        if pid in first:
-            errors.append((where, f"duplicate prompt id {shown(pid)} (first at {first[pid]})"))
+        earlier = first_seen(first, pid, where)
+        if earlier is not None:
+            errors.append((where, f"duplicate prompt id {shown(pid)} (first at {earlier})"))
             continue
-        first[pid] = where
         if value is None or value == "":
             errors.append((where, f"empty prediction for prompt id {shown(pid)}"))
             continue
@@ -228,7 +229,7 @@ def _check(campaign: Campaign, rows) -> dict:
 # --------------------------------------------------------------------------------------- free text
 def _answers(campaign: Campaign, data: bytes, filename: str, field: str) -> dict[str, list[str]]:
     """A free-text system's ranked answers or samples, ``{prompt id: [answers]}`` in ProtoQA's shapes
-    (one JSON object, or JSONL lines of such objects: ``audits.engine.protoqa.parse_answers``); the
+    (one JSON object, or JSONL lines of such objects: ``audits.engine.protoqa_scoring.parse_answers``); the
     first problem, by line, refuses the whole file."""
     limit = settings.CHORUS_MAX_IMPORT_BYTES
     if len(data) > limit:

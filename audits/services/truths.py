@@ -15,13 +15,13 @@ from annotation.models import Campaign
 from audits.engine.truths import METHODS, ground_truths
 from audits.models import GroundTruthRun
 from audits.selectors.full import campaign_label_matrix
-from audits.services.requests import run_request
+from audits.services.run_requests import run_request
 from audits.tasks import ground_truths_task
 
 
 def ground_truths_request(*, campaign: Campaign, methods, by=None) -> tuple[GroundTruthRun, bool]:
     """Ask for the campaign's ground truths by ``methods`` (a subset of ``METHODS``); the run is
-    enqueued after the commit (``audits.services.requests.run_request``). Returns ``(run, created)``:
+    enqueued after the commit (``audits.services.run_requests.run_request``). Returns ``(run, created)``:
     while a run is still waiting, asking again returns it instead of queueing a second one. Refuses
     an empty or unknown choice with a ``ValidationError`` naming ``methods``."""
     methods = list(dict.fromkeys(methods))

@@ -445,49 +445,11 @@
     text($("campaign-median"), quality.campaign_median_seconds === null ? "—" : fmt(quality.campaign_median_seconds, 1) + " s");
   }
 
-  /* A free-text campaign's answer noise (d.free_text): its distributions, most divided prompts (linked to
-     their workspace), ProtoQA's filter failures and how far the clustering has come. */
-  var FREE_TEXT_ROWS = [
-    ["n_clusters", "clusters", 2], ["top_share", "top-cluster share", 3],
-    ["entropy_bits", "entropy (bits)", 3], ["invalid_share", "invalid share", 3]
-  ];
-  function workspaceLink(id) {
-    var a = el("a", id);
-    a.href = root.dataset.workspaceUrl.replace("PROMPT-ID", encodeURIComponent(id));
-    return a;
-  }
-  function promptList(node, items, empty, fill) {
-    node.textContent = "";
-    if (!items.length) { node.appendChild(el("li", empty, "muted")); return; }
-    items.forEach(function (item) { var li = el("li"); fill(li, item); node.appendChild(li); });
-  }
-  function drawFreeText(ft) {
-    if (!ft || !$("free-text")) return;
-    text($("free-text-progress"), ft.n_answers + " answers on " + ft.n_answered + " of " + ft.n_prompts + " prompts · " +
-      ft.n_proposed + " proposed, " + ft.n_clustered + " clustered by two researchers, " + ft.n_adjudicated + " adjudicated.");
-    text($("free-text-agreement"), ft.mean_blanc === null ? "" : "Agreement of the independent clusterings, mean over prompts: BLANC " +
-      fmt(ft.mean_blanc, 3) + ", adjusted Rand " + fmt(ft.mean_adjusted_rand, 3) + ".");
-    var body = $("free-text-body");
-    if (ft.distribution) {
-      body.textContent = "";
-      FREE_TEXT_ROWS.forEach(function (r) {
-        var x = ft.distribution[r[0]], tr = el("tr");
-        tr.dataset.key = r[0];
-        tr.appendChild(el("th", r[1]));
-        tr.lastChild.scope = "row";
-        tr.appendChild(cell("prompts", String(x.n)));
-        tr.appendChild(cell("mean", fmt(x.mean, r[2])));
-        tr.appendChild(cell("median", fmt(x.median, r[2])));
-        tr.appendChild(cell("quartiles", fmt(x.q1, r[2]) + "–" + fmt(x.q3, r[2])));
-        body.appendChild(tr);
-      });
-    }
-    promptList($("free-text-divided"), ft.most_divided, "None yet.", function (li, p) {
-      li.appendChild(workspaceLink(p.id));
-      li.appendChild(document.createTextNode(": entropy " + fmt(p.entropy_bits, 3) + " bits, top cluster " + fmt(p.top_share * 100, 0) + " %"));
-    });
-    promptList($("free-text-failing"), ft.failing_filter, "None.", function (li, id) { li.appendChild(workspaceLink(id)); });
-  }
+  /* Sections another script draws (the free-text one: dashboard_free_text.js, on free-text campaigns' pages):
+     each registers a function that gets every feed render gets, and draws with the helpers above. Deferred
+     scripts run in order, so they register before the first poll answers. */
+  var sections = [];
+  window.chorusDashboard = { root: root, sections: sections, helpers: { $: $, fmt: fmt, text: text, el: el, cell: cell } };
 
   function render(d) {
     state.numbers = d.numbers;
@@ -511,7 +473,7 @@
     drawAccuracyPair(d.full);
     drawTruths(d.ground_truths);
     drawQualityRule(d.quick);
-    drawFreeText(d.free_text);
+    sections.forEach(function (draw) { draw(d); });
     root.dataset.watermark = d.quick ? String(d.quick.watermark) : "0";
   }
 

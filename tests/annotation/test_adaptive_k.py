@@ -99,7 +99,7 @@ def test_the_posterior_of_worked_cases():
 
 
 def test_the_docstring_examples_hold():
-    from annotation.services import adaptive as module
+    from annotation import adaptive as module
 
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert (result.failed, result.attempted > 0) == (0, True)

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotation.models import Campaign, Label, Lease, Prompt, Slot, Worker
-from annotation.protoqa import protoqa_clusters
+from annotation.protoqa_files import protoqa_clusters
 from annotation.schemas import answer_normalize
 from annotation.selectors import invariant_violations
 from audits.models import AuditStatsShard

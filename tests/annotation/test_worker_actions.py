@@ -33,7 +33,7 @@ from annotation.services.quality import (
 from annotation.services.rules import rule_create
 from audits import services as audit_services
 from audits.conf import audit_setting
-from audits.engine.io import read_labels
+from audits.engine.label_files import read_labels
 from audits.engine.noise import NOISE_KEYS
 from audits.engine.report import full_report
 from audits.selectors import campaign_totals, latest_snapshot, quick_audit_data

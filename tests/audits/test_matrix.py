@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import audits.engine._util
-import audits.engine.io
+import audits.engine.label_files
 import audits.engine.matrix
 from audits import DuplicateLabelError, LabelMatrix, noise_audit, parse_binarize
 
@@ -101,10 +101,10 @@ def test_large_input_paths_equal_small_ones(monkeypatch, tmp_path):
     raw = rng.choice(np.array(["1", "2", "3", "4", "", "x", "NA"], dtype=object), n)
     path = tmp_path / "l.csv"
     pd.DataFrame({"worker": workers, "prompt": prompts, "value": raw, "gold": "3"}).to_csv(path, index=False)
-    small = audits.engine.io.read_labels(path, binarize="1:0,2:0,3:1,4:1")
-    for mod in (audits.engine._util, audits.engine.matrix, audits.engine.io):
+    small = audits.engine.label_files.read_labels(path, binarize="1:0,2:0,3:1,4:1")
+    for mod in (audits.engine._util, audits.engine.matrix, audits.engine.label_files):
         monkeypatch.setattr(mod, "SMALL", 10)
-    large = audits.engine.io.read_labels(path, binarize="1:0,2:0,3:1,4:1")
+    large = audits.engine.label_files.read_labels(path, binarize="1:0,2:0,3:1,4:1")
     for attr in ("worker_ids", "prompt_ids", "worker", "prompt", "value", "raw", "gold"):
         np.testing.assert_array_equal(getattr(small, attr), getattr(large, attr))
     assert (small.n_missing, small.n_invalid) == (large.n_missing, large.n_invalid)

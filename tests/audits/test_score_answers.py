@@ -1,4 +1,4 @@
-"""ProtoQA scoring (``audits.engine.protoqa`` and ``manage.py score_answers``).
+"""ProtoQA scoring (``audits.engine.protoqa_scoring`` and ``manage.py score_answers``).
 
 The exact-match scores are checked against the official evaluator's own output on the dev set
 (shared/datasets/protoqa/reference_scores, made with iesl/protoqa-evaluator; see its PROVENANCE.md),
@@ -23,9 +23,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from scipy.stats import entropy
 
-import audits.engine.protoqa as protoqa
+import audits.engine.protoqa_scoring as protoqa
 from audits.engine import wordnet
-from audits.engine.protoqa import (
+from audits.engine.protoqa_scoring import (
     RANKED_KEYS,
     ProtoQAFormatError,
     probeval_kl,

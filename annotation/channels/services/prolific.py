@@ -51,7 +51,7 @@ from annotation.services import worker_get_or_create
 from annotation.services.assignment import worker_leases_end
 from annotation.webhooks.models import Endpoint
 from annotation.webhooks.services import event_emit
-from audits.selectors.coverage import worker_audited, worker_numbers
+from audits.hook import worker_audited, worker_numbers
 
 logger = logging.getLogger(__name__)
 

@@ -5,10 +5,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.text import slugify
 
-from annotation.protoqa import ProtoQAFileError, protoqa_read
+from annotation.protoqa_files import ProtoQAFileError, protoqa_read
 from annotation.services import ServiceError
-from annotation.services.protoqa import protoqa_import
-from audits.services import stats_rebuild
+from annotation.services.protoqa_import import protoqa_import
 
 
 class Command(BaseCommand):
@@ -45,9 +44,6 @@ class Command(BaseCommand):
         if not result.created:
             self.stdout.write(f"{path} is already campaign {slug}: nothing changed.")
             return
-        # The audit's statistics are built from the labels now, as a label submitted through the pages
-        # would have folded them in; the campaign is closed, so no label will trigger it.
-        stats_rebuild(campaign_id=result.campaign.pk)
         self.stdout.write(
             self.style.SUCCESS(
                 f"Imported {result.n_prompts} questions and {result.n_labels} answers into {slug} "

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Campaign
-from annotation.protoqa import ProtoQAFileError, protoqa_clusters
+from annotation.protoqa_files import ProtoQAFileError, protoqa_clusters
 from audits.services import expert_clusters_import
 
 

@@ -1,6 +1,6 @@
 """``python manage.py score_answers TARGETS PREDICTIONS``: ProtoQA scores of ranked free-text answers.
 
-A thin wrapper over :mod:`audits.engine.protoqa`: Max Answers@k and Max Incorrect@k of a
+A thin wrapper over :mod:`audits.engine.protoqa_scoring`: Max Answers@k and Max Incorrect@k of a
 predictions file against crowdsourced answer clusters, and ``probeval_kl`` when a samples file is
 given. Every target question is scored; one the predictions (or samples) leave out is scored on an
 empty list, with a warning on stderr. A malformed file, a question id the targets lack, or WordNet
@@ -14,7 +14,7 @@ import math
 
 from django.core.management.base import BaseCommand, CommandError
 
-from audits.engine.protoqa import (
+from audits.engine.protoqa_scoring import (
     ProtoQAFormatError,
     WordNetUnavailable,
     read_answers,

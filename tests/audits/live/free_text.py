@@ -10,8 +10,8 @@ from pathlib import Path
 from django.utils import timezone
 
 from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot, Worker
-from annotation.protoqa import protoqa_clusters, protoqa_read
-from annotation.services.protoqa import protoqa_import
+from annotation.protoqa_files import protoqa_clusters, protoqa_read
+from annotation.services.protoqa_import import protoqa_import
 from audits.services.clustering import expert_clusters_import
 from tests.audits.conftest import dataset
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from audits.engine.protoqa import read_answers, read_targets, score_protoqa
+from audits.engine.protoqa_scoring import read_answers, read_targets, score_protoqa
 from audits.models import System
 from audits.selectors import systems as selectors
 from audits.services import systems as services

@@ -14,7 +14,7 @@ from django.db import connection
 from sklearn.metrics import adjusted_rand_score
 
 from annotation.models import Campaign, Label
-from annotation.protoqa import protoqa_clusters
+from annotation.protoqa_files import protoqa_clusters
 from annotation.schemas import answer_normalize
 from audits.engine import clustering as engine
 from audits.models import AnswerClustering

@@ -16,7 +16,7 @@ from audits import services as audit_services
 from audits.engine.accuracy import gold_accuracy, loo_accuracy
 from audits.engine.figures import TABLE_KEYS, table_row
 from audits.engine.filters import volume_sweep
-from audits.engine.io import read_labels
+from audits.engine.label_files import read_labels
 from audits.engine.noise import NOISE_KEYS
 from audits.engine.report import full_report
 from audits.selectors import campaign_label_matrix

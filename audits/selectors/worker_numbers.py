@@ -1,40 +1,27 @@
-"""Worker quality, live: each worker's numbers and flags, and the researcher's quality rules acting on them.
+"""Worker numbers, live: each worker's bias, habit, control accuracy and speed, with the flags they raise.
 
 The quick run of the live audit (``audits.services.audit_refresh``, in Celery, never on the label
-submission path) calls both after reading the statistics:
-
-* :func:`worker_quality` reads the campaign's counted labels once and computes, with the engine
-  (``audits.engine.workers``, ``audits.engine.flags``), every worker's bias with its interval, the
-  share of their most frequent answer, their accuracy on control items with its Wilson interval and
-  their speed, with the flags those raise in words. Its JSON is stored with the quick snapshot
-  (``data["worker_quality"]``), where the dashboard's workers table and the API read it.
-* :func:`rules_apply` evaluates the campaign's active ``QualityRule`` rows on those numbers and
-  calls the action each firing rule names (``annotation.services.quality``: flag, exclude, block,
-  exclude and re-collect), with the rule, the reason in words and the worker's numbers.
+submission path) reads them after the statistics: :func:`worker_quality` reads the campaign's counted
+labels once and computes, with the engine (``audits.engine.workers``, ``audits.engine.flags``), every
+worker's bias with its interval, the share of their most frequent answer, their accuracy on control
+items with its Wilson interval and their speed, with the flags those raise in words. Its JSON is stored
+with the quick snapshot (``data["worker_quality"]``), where the dashboard's workers table and the API
+read it, and the campaign's quality rules are judged on it (``audits.selectors.worker_rules``).
 
 Which labels count where: a worker's own numbers come from all their counted labels (excluded
 workers included, so the researcher sees why they were excluded); the crowd they are compared with
 (the others' mean for the bias) leaves out the workers excluded from the audit; control labels feed
 only control accuracy and speed.
 
-When a rule fires again. A rule acts on a worker when its condition holds and the rule has not acted
-on that worker yet. Once it has, it acts again only after the action was undone (``action_undo``) and
-the worker has given ``min_labels`` more labels (straight-lining) or answered ``min_labels`` more
-controls (control accuracy) than when it acted, with the condition holding on their whole record: an
-undone action is the researcher's judgement on those numbers, and only new evidence of the rule's own
-size overrides it. An action the researcher reversed by hand (an include or unblock of their own)
-keeps the rule from acting on that worker again.
-
 Cost: one query over the campaign's counted labels (five columns, no per-row conversion in Python)
 and two small ones (three with control prompts), once per quick run: O(labels), about 0.4 s per
 100,000 labels on SQLite, after the run's consistent read of the statistics, so no label waits for
-it. The rules add one query, and one transaction per action taken.
+it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 
 import numpy as np
@@ -44,16 +31,14 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from annotation.models import Campaign, Label, Participation, Prompt, QualityRule, Worker, WorkerAction
+from annotation.models import Campaign, Label, Participation, Prompt
 from annotation.models.prompts import OPTION_BASE
+from annotation.models.workers import public_worker_id
 from annotation.selectors import worker_control_results
 from audits.engine.accuracy import MIN_SCORED_FLOOR
 from audits.engine.flags import straight_lining
 from audits.engine.matrix import LabelMatrix
 from audits.engine.workers import SPEED_SHARE, control_accuracy, worker_bias, worker_speed
-from audits.selectors import scaled_value_names
-
-logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -155,7 +140,9 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
     started = time.perf_counter()
     rows = _label_rows(campaign)
     table = {
-        worker_id: WorkerRow(worker_id=worker_id, worker=f"{channel}:{ext}", excluded=excluded_at is not None)
+        worker_id: WorkerRow(
+            worker_id=worker_id, worker=public_worker_id(channel, ext), excluded=excluded_at is not None
+        )
         for worker_id, channel, ext, excluded_at in Participation.objects.filter(campaign=campaign).values_list(
             "worker_id", "worker__channel", "worker__external_id", "excluded_at"
         )
@@ -252,83 +239,4 @@ def _speed(workers: np.ndarray, seconds: np.ndarray, table: dict) -> float | Non
     return _float(speed.campaign_median)
 
 
-# ---------------------------------------------------------------------------------- rules
-def _rule_reading(rule: QualityRule, row: WorkerRow, names: dict) -> tuple[bool, int, str]:
-    """``(fires, the count the rule's min_labels applies to, the reason in words)``."""
-    if rule.metric == QualityRule.Metric.CONTROL_ACCURACY:
-        count, value = row.n_controls, row.control_accuracy
-        if value is None or not value < rule.threshold or count < rule.min_labels:
-            return False, count, ""
-        lo, hi = row.control_ci
-        plural = "s" if count != 1 else ""
-        reason = (
-            f"control accuracy {value:.2f} [{lo:.2f}, {hi:.2f}] after {count} control{plural}, "
-            f"below the rule's {rule.threshold:.2f}"
-        )
-        return True, count, reason
-    count, share = row.n_labels, row.top_share
-    if share is None or not share > rule.threshold or count < rule.min_labels:
-        return False, count, ""
-    answer = str(int(row.top_value)) if float(row.top_value).is_integer() else f"{row.top_value:g}"
-    word = names.get(float(row.top_value))
-    if word:
-        answer += f" ({word})"
-    plural = "s" if count != 1 else ""
-    reason = (
-        f"answers {answer} to {share * 100:.0f} % of {count} label{plural}, "
-        f"above the rule's {rule.threshold * 100:.0f} %"
-    )
-    return True, count, reason
-
-
-def rules_apply(*, campaign: Campaign, quality: WorkerQuality) -> list[WorkerAction]:
-    """Evaluate the campaign's active rules on ``quality`` and take the action of each rule that fires
-    (module docstring: when a rule acts again). Returns the actions taken, in rule order.
-
-    Each action is a service of ``annotation.services.quality`` with its own transaction; they are
-    idempotent, so a run repeated on the same numbers logs nothing new. A refusal (``ServiceError``)
-    is logged and the other rules go on.
-    """
-    rules = list(QualityRule.objects.filter(campaign=campaign, active=True))
-    if not rules or not quality.rows:
-        return []
-    # Imported here: annotation.services imports audits.services (the statistics hook), which imports
-    # this module, so a module-level import would make the two import each other.
-    from annotation.services.errors import ServiceError  # noqa: PLC0415 (the cycle above)
-    from annotation.services.quality import worker_act  # noqa: PLC0415 (the cycle above)
-
-    last: dict[tuple[int, int], WorkerAction] = {}
-    for action in WorkerAction.objects.filter(campaign=campaign, rule__in=rules).order_by("-created_at", "-id"):
-        last.setdefault((action.rule_id, action.worker_id), action)
-    workers, names, taken = None, scaled_value_names(campaign), []
-    for rule in rules:
-        for row in quality.rows:
-            fires, count, reason = _rule_reading(rule, row, names)
-            if not fires:
-                continue
-            previous = last.get((rule.pk, row.worker_id))
-            if previous is not None and (
-                previous.undone_at is None or count < (previous.numbers or {}).get("rule_count", 0) + rule.min_labels
-            ):
-                continue
-            if workers is None:
-                workers = Worker.objects.in_bulk([r.worker_id for r in quality.rows])
-            numbers = {**row.numbers(), "rule_count": count}
-            try:
-                action = worker_act(
-                    kind=rule.action,  # a rule's actions are worker-action kinds of the same names
-                    campaign=campaign,
-                    worker=workers[row.worker_id],
-                    rule=rule,
-                    reason=reason,
-                    numbers=numbers,
-                )
-            except ServiceError as exc:
-                logger.warning("quality rule %s on worker %s refused: %s", rule.pk, row.worker, exc.message)
-                continue
-            last[(rule.pk, row.worker_id)] = action
-            taken.append(action)
-    return taken
-
-
-__all__ = ["WorkerQuality", "WorkerRow", "rules_apply", "worker_quality"]
+__all__ = ["WorkerQuality", "WorkerRow", "worker_quality"]

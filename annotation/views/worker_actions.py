@@ -32,7 +32,7 @@ def numbers_shown(numbers: dict) -> list[str]:
     def text(value) -> str:
         if isinstance(value, float):
             return f"{value:.3g}"
-        if isinstance(value, dict):  # a flag, as audits.quality words it
+        if isinstance(value, dict):  # a flag, as audits.selectors.worker_numbers words it
             return str(value.get("text", value))
         if isinstance(value, list):
             if all(isinstance(v, dict) for v in value):

@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 
 from annotation import selectors
 from annotation.models import WorkerAction
+from annotation.models.workers import public_worker_id_parse
 from annotation.services import quality
 
 WORKER_HELP = "The worker's public id, channel:id, as the dashboard and the label export name them."
@@ -125,7 +126,7 @@ class WorkerActionListApi(APIView):
         filters.is_valid(raise_exception=True)
         actions = selectors.worker_actions_of(campaign=campaign)
         if "worker" in filters.validated_data:
-            channel, _, external_id = filters.validated_data["worker"].partition(":")
+            channel, external_id = public_worker_id_parse(filters.validated_data["worker"])
             actions = actions.filter(worker__channel=channel, worker__external_id=external_id)
         paginator = ActionPagination()
         page = paginator.paginate_queryset(actions, request, view=self)

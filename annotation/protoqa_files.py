@@ -2,7 +2,7 @@
 
 Each line is a question: ``metadata.id``, ``question.original``, ``answers.raw`` (each answer as typed,
 lightly cleaned, with how many respondents gave it) and ``answers.clusters`` (the experts' groups of
-equivalent answers, ``{cluster id: {count, answers}}``). ``services.protoqa.protoqa_import`` makes a
+equivalent answers, ``{cluster id: {count, answers}}``). ``services.protoqa_import.protoqa_import`` makes a
 finished free-text campaign of the raw answers; the clusters are not stored with it (a prompt's
 ``gold`` is a label taken as true, and a control's accepted answers, which clusters are not): the
 clustering reads them from the file with ``protoqa_clusters``. Reading only, no database.

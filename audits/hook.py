@@ -1,0 +1,44 @@
+"""The one door between the annotation app and the live audit.
+
+``annotation`` imports this module of ``audits`` and no other (the engine, ``audits.engine``, aside:
+it is a library with no Django); ``tests/annotation/test_audit_boundary.py`` fails when it imports
+anything else. Through it the labeling platform tells the audit what changed, and the audit has its
+decisions acted on by the labeling platform:
+
+* ``label_stats_add``: fold one new label into its campaign's statistics (``label_submit``, inside its
+  transaction), and schedule a recomputation of the audit after the commit.
+* ``audit_stats_invalidate``: the statistics no longer match the labels (a void label, a changed
+  binarization map, a worker excluded or included); they are rebuilt by the next run, which it
+  schedules after the commit.
+* ``stats_rebuild``: build the statistics from the labels now, for labels that arrived without
+  ``label_submit`` (an imported finished campaign, which no label will ever trigger).
+* ``worker_actions_due``: the signal the quick run sends with the actions the campaign's quality
+  rules call for (``RuleDecision``); annotation's receiver takes them (``annotation.services.rule_actions``).
+  Why a signal: ``audits.services.worker_rules``.
+
+And three reads of the audit's latest state, for the apps that act on it (``audits.selectors.coverage``):
+
+* ``worker_audited``: the newest quick run whose rules were applied counted every label of a worker
+  (the Prolific channel approves a submission only then).
+* ``worker_numbers``: each worker's numbers as that run judged them (bonus rules).
+* ``latest_numbers``: the six noise numbers and alpha, newest (webhooks' thresholds).
+
+Scheduling has no entry point of its own here: the fold and the invalidation schedule the audit's run
+themselves, on commit, which is the only moment annotation has anything for it.
+"""
+
+from audits.selectors.coverage import latest_numbers, worker_audited, worker_numbers
+from audits.selectors.worker_rules import RuleDecision
+from audits.services.stats import audit_stats_invalidate, label_stats_add, stats_rebuild
+from audits.signals import worker_actions_due
+
+__all__ = [
+    "RuleDecision",
+    "audit_stats_invalidate",
+    "label_stats_add",
+    "latest_numbers",
+    "stats_rebuild",
+    "worker_actions_due",
+    "worker_audited",
+    "worker_numbers",
+]

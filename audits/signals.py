@@ -1,0 +1,14 @@
+"""The live audit's one signal, re-exported by ``audits.hook`` (the module annotation imports).
+
+A module of its own, importing nothing of the app: ``audits.hook`` imports the services, and the
+service that sends the signal (``audits.services.worker_rules``) must not import the hook back.
+"""
+
+from django.dispatch import Signal
+
+#: Sent by the quick run with ``campaign`` (a ``Campaign``) and ``decisions`` (a list of
+#: ``audits.selectors.worker_rules.RuleDecision``, in rule order), when the campaign's quality rules
+#: call for actions on workers. A receiver returns the ``WorkerAction`` rows it wrote or found, one per
+#: decision it carried out; annotation's (``annotation.services.rule_actions``) is connected in its
+#: ``AppConfig.ready``. Why a signal: ``audits.services.worker_rules``.
+worker_actions_due = Signal()
