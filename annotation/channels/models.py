@@ -104,6 +104,12 @@ class MTurkHIT(models.Model):
         return f"{self.publication.token_prefix}-h{self.index}"
 
 
+def mturk_client_token(assignment_id: str) -> str:
+    """The label's client token for an MTurk assignment: one label per assignment, enforced by the
+    unique (worker, client_token) constraint of Label."""
+    return f"mturk-{assignment_id}"[:64]
+
+
 class MTurkAssignment(models.Model):
     """An MTurk assignment as Chorus knows it: opened on the task page, then as MTurk reports it."""
 

@@ -19,10 +19,6 @@ _channels: dict[str, BaseChannel] = {}
 _lock = threading.Lock()
 
 
-def channel_aliases() -> list[str]:
-    return sorted(getattr(settings, "CHORUS_CHANNELS", {}) or {})
-
-
 def load_channel(alias: str) -> BaseChannel:
     """A new instance of the backend configured for ``alias``; ImproperlyConfigured names what is wrong."""
     configured = getattr(settings, "CHORUS_CHANNELS", {}) or {}

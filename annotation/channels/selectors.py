@@ -17,6 +17,7 @@ from annotation.channels.models import (
     PanelConfig,
     PanelSession,
     Publication,
+    mturk_client_token,
 )
 from annotation.models import Campaign, Label, Slot
 from annotation.permissions import is_campaign_owner
@@ -249,9 +250,6 @@ def panel_progress(*, publication: Publication) -> PanelProgress:
 def mturk_assignment_label(*, assignment: MTurkAssignment) -> Label | None:
     """The label the task page recorded for the assignment (under the assignment's client token), with
     its prompt and campaign; None before there is one."""
-    # Imported here: the services import the selectors.
-    from annotation.channels.services.mturk_task import mturk_client_token  # noqa: PLC0415 (a cycle: see above)
-
     labels = Label.objects.select_related("prompt", "campaign")  # the submit page shows both
     return labels.filter(
         worker_id=assignment.worker_id, client_token=mturk_client_token(assignment.assignment_id)

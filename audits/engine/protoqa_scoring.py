@@ -37,8 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audits.engine import wordnet
-from audits.engine.wordnet import WordNetUnavailable
+from audits.engine.wordnet import WordNetUnavailable, reader
 
 #: the official evaluator's k values (its "Max Answers - k" and "Max Incorrect - k")
 MAX_ANSWERS_K = (1, 3, 5, 10)
@@ -360,7 +359,7 @@ STOPWORDS = frozenset(
 def wordnet_available() -> str | None:
     """None when WordNet matching works here, else the reason it does not."""
     try:
-        wordnet.reader()
+        reader()
     except WordNetUnavailable as exc:
         return str(exc)
     return None
@@ -370,7 +369,7 @@ def wordnet_available() -> str | None:
 # the clusters of a question and across systems.
 @functools.lru_cache(maxsize=1 << 16)
 def _synsets(phrase: str) -> frozenset:
-    return frozenset(wordnet.reader().synsets(phrase.replace(" ", "_"))) if phrase else frozenset()
+    return frozenset(reader().synsets(phrase.replace(" ", "_"))) if phrase else frozenset()
 
 
 @functools.lru_cache(maxsize=1 << 16)

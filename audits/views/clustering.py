@@ -1,5 +1,5 @@
 """Answer clustering pages (free-text campaigns): the campaign's answers page, one prompt's workspace,
-its saves (JSON, from ``static/audits/clustering.js``), reverts and proposals, and the export in
+its saves (JSON, from ``static/js/clustering.js``), reverts and proposals, and the export in
 ProtoQA's JSONL format. Managers of the campaign only (``campaign_for_user``: 404 for anyone else).
 Views parse, call one selector or service, render."""
 

@@ -10,13 +10,14 @@ Refusals are in ``annotation.channels.errors``, MTurk's cost arithmetic in ``ann
 the MTurk options check in ``annotation.channels.options`` and the reads in ``annotation.channels.selectors``.
 """
 
+from annotation.channels.models import mturk_client_token  # a pure function beside its model
+
 from .mturk_task import (
     mturk_assignment_labeled,
     mturk_assignment_open,
     mturk_block_lift,
     mturk_block_push,
     mturk_bonus_grant,
-    mturk_client_token,
     mturk_nothing_left,
 )
 from .panels import panel_label_counted, panel_session_complete, panel_session_start

@@ -11,17 +11,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.channels.errors import BonusAlreadyGranted, PublicationRefused
-from annotation.channels.models import MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, Publication
+from annotation.channels.models import (
+    MTurkAssignment,
+    MTurkBonus,
+    MTurkHIT,
+    MTurkWorkerBlock,
+    Publication,  # re-exported: the services' old name for it
+)
 from annotation.channels.pricing import MTURK_BONUS_MAX
 from annotation.channels.registry import get_channel
 from annotation.channels.tasks import mturk_block_worker_task, mturk_unblock_worker_task
 from annotation.models import Worker
-
-
-def mturk_client_token(assignment_id: str) -> str:
-    """The label's client token for an MTurk assignment: one label per assignment, enforced by the
-    unique (worker, client_token) constraint of Label."""
-    return f"mturk-{assignment_id}"[:64]
 
 
 def mturk_assignment_open(*, hit: MTurkHIT, assignment_id: str, worker: Worker) -> MTurkAssignment:

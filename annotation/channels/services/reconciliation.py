@@ -15,10 +15,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.channels.base import BaseChannel, ChannelPermanentError, PreparedGroup, Submission
-from annotation.channels.models import MTurkAssignment, MTurkBonus, MTurkHIT, MTurkWorkerBlock, Publication
+from annotation.channels.models import (
+    MTurkAssignment,
+    MTurkBonus,
+    MTurkHIT,
+    MTurkWorkerBlock,
+    Publication,
+    mturk_client_token,
+)
 from annotation.channels.pricing import MTURK_COMMISSION_THRESHOLD
 from annotation.channels.registry import get_channel
-from annotation.channels.services.mturk_task import mturk_block_lift, mturk_block_push, mturk_client_token
+from annotation.channels.services.mturk_task import mturk_block_lift, mturk_block_push
 from annotation.channels.services.publishing import mturk_hit_publish, publication_publish
 from annotation.models import Campaign, Label, Slot, Worker
 from annotation.services import label_void, worker_get_or_create
