@@ -1,4 +1,4 @@
-"""The live audit's one signal, re-exported by ``audits.hook`` (the module annotation imports).
+"""The live audit's signals, re-exported by ``audits.hook`` (the module annotation imports).
 
 A module of its own, importing nothing of the app: ``audits.hook`` imports the services, and the
 service that sends the signal (``audits.services.worker_rules``) must not import the hook back.
@@ -12,3 +12,8 @@ from django.dispatch import Signal
 #: decision it carried out; annotation's (``annotation.services.rule_actions``) is connected in its
 #: ``AppConfig.ready``. Why a signal: ``audits.services.worker_rules``.
 worker_actions_due = Signal()
+
+#: Sent by the quick run with ``campaign_id`` once its quality rules were applied (its snapshot's
+#: ``rules_applied_at`` is set): the labels it read have had their chance to be judged. The Prolific
+#: channel reviews then the submissions that were waiting for the audit.
+rules_applied = Signal()

@@ -3,6 +3,7 @@ import os
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import override_settings
 
 from annotation import services
 from tests.helpers import BINARIZATION, jsonl, prompts_jsonl
@@ -171,3 +172,27 @@ def eager_celery():
     app.conf.task_always_eager = app.conf.task_eager_propagates = True
     yield app
     app.conf.task_always_eager, app.conf.task_eager_propagates = previous
+
+
+@pytest.fixture
+def prolific_stand_in():
+    """The Prolific stand-in (tests/channels/fake_prolific.py) on a real port, accepting http targets
+    for its hooks (the live server's)."""
+    from tests.channels.fake_prolific import FakeProlific
+
+    fake = FakeProlific(allow_insecure_targets=True).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def prolific_settings(prolific_stand_in, live_server, eager_celery):
+    """Chorus pointed at the stand-in, with its public URL the live server's (hooks reach it): the stand-in."""
+    fake = prolific_stand_in
+    with override_settings(
+        CHORUS_PROLIFIC_API_URL=fake.url,
+        CHORUS_PROLIFIC_TOKEN="test-token",
+        CHORUS_PUBLIC_URL=live_server.url,
+        CHORUS_PROLIFIC_COMPLETION_URL=fake.root + "submissions/complete",
+    ):
+        yield fake

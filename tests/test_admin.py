@@ -1,12 +1,8 @@
 """The Django admin: every model of Chorus's apps is there, what the engines write is read-only, and
 every page it offers answers (no 500, no dead end) for a superuser."""
 
-import base64
-import hashlib
-import hmac
 import json
 import re
-import time
 
 import pytest
 from django.apps import apps
@@ -36,6 +32,7 @@ from audits.services import (
 )
 from tests.channels.conftest import locmem_channel  # noqa: F401 (a fixture: MTurk publications without a network)
 from tests.channels.fake_prolific import FakeProlific
+from tests.channels.prolific_stack import signed_headers
 from tests.helpers import prompts_jsonl
 
 EDITABLE = {"annotation.prompt"}  # a typo in a prompt's text, a corrected gold value
@@ -179,16 +176,8 @@ def _prolific_rows(campaign, researcher) -> None:
             prolific.prolific_bonus_pay(bonus_id=bonus.pk)
             account = publication.prolific.account
             account.refresh_from_db()
-            body, stamp = (
-                json.dumps({"resource_id": submission_id, "event_type": "submission.status.change"}),
-                str(int(time.time())),
-            )
-            digest = hmac.new(account.hook_secret.encode(), (stamp + body).encode(), hashlib.sha256).digest()
-            headers = {
-                "X-Prolific-Request-Timestamp": stamp,
-                "X-Prolific-Request-Signature": base64.b64encode(digest).decode(),
-                "X-Event-ID": "walk",
-            }
+            body = json.dumps({"resource_id": submission_id, "event_type": "submission.status.change"})
+            headers = signed_headers(account.hook_secret, body, event_id="walk")
             assert (
                 prolific.prolific_event_receive(account_id=account.pk, headers=headers, raw_body=body.encode())[0]
                 == 202

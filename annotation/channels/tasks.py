@@ -85,19 +85,14 @@ def prolific_sync_task(publication_id: int):
     return prolific_sync(publication_id=publication_id)
 
 
-@shared_task(bind=True, max_retries=60)
-def prolific_review_task(self, publication_id: int):
-    """Approve what the audit has covered since; while submissions still wait for it, again in a few
-    seconds, for up to five minutes (then the beat's reconciliation carries on)."""
-    from annotation.channels.services.prolific import REVIEW_AGAIN, prolific_review_auto  # noqa: PLC0415
+@shared_task(
+    autoretry_for=(ChannelTransientError,), retry_backoff=5, retry_backoff_max=300, retry_jitter=True, max_retries=10
+)
+def prolific_review_task(publication_id: int):
+    """Approve what the audit has covered since (sent when the audit's rules have run)."""
+    from annotation.channels.services.prolific import prolific_review_auto  # noqa: PLC0415 (a cycle: see above)
 
-    try:
-        counts = prolific_review_auto(publication_id=publication_id)
-    except ChannelTransientError as exc:
-        raise self.retry(exc=exc, countdown=REVIEW_AGAIN * 2) from None
-    if counts["waiting"]:
-        raise self.retry(countdown=REVIEW_AGAIN)
-    return counts
+    return prolific_review_auto(publication_id=publication_id)
 
 
 @shared_task(

@@ -19,6 +19,7 @@ from audits.models import AuditSnapshot, AuditStats, AuditStatsShard
 from audits.services.scheduling import audit_schedule_recompute, pending_key
 from audits.services.stats import stats_rebuild
 from audits.services.worker_rules import rules_apply
+from audits.signals import rules_applied
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +142,9 @@ def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapsho
     # Panels approve a participant only after this (``audits.hook.worker_audited``): their labels were
     # read and the rules had their chance to block them.
     AuditSnapshot.objects.filter(pk=snapshot.pk).update(rules_applied_at=timezone.now())
+    for receiver, error in rules_applied.send_robust(sender=AuditSnapshot, campaign_id=campaign_id):
+        if isinstance(error, Exception):  # a receiver's fault never stops the live audit
+            logger.error("audit: %s failed after the rules of campaign %s: %r", receiver, campaign_id, error)
     if selectors.full_audit_due(campaign_id, totals.n_labels, timezone.now()):
         audit_schedule_recompute(campaign_id=campaign_id, kind=AuditSnapshot.Kind.FULL, countdown=0)
     return snapshot

@@ -18,7 +18,6 @@ from annotation.channels.models import ProlificBonus, ProlificSubmission, Public
 from annotation.channels.services import prolific
 from annotation.models import Label
 from annotation.services.rules import rule_create
-from tests.channels.fake_prolific import FakeProlific
 from tests.channels.test_prolific_end_to_end import participant
 from tests.helpers import PHONE, label_one, page_problems, sign_in, sim_worker
 
@@ -26,24 +25,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 DESKTOP = {"viewport": {"width": 1280, "height": 800}}
 LPP = 4
-
-
-@pytest.fixture
-def fake():
-    fake = FakeProlific(allow_insecure_targets=True).start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def prolific_settings(fake, live_server, eager_celery):
-    with override_settings(
-        CHORUS_PROLIFIC_API_URL=fake.url,
-        CHORUS_PROLIFIC_TOKEN="test-token",
-        CHORUS_PUBLIC_URL=live_server.url,
-        CHORUS_PROLIFIC_COMPLETION_URL=fake.root + "submissions/complete",
-    ):
-        yield fake
 
 
 def text_of(page, selector: str) -> str:
@@ -154,7 +135,7 @@ def test_a_researcher_publishes_reviews_and_pays_on_prolific(
         answers = (lambda n: 1) if pid.startswith("SPAM") else (lambda n: n % 2)
         submissions[pid], given = participant(fake, study_id, pid, answers)
         assert given == LPP, (pid, given)
-        fake.wait_deliveries()
+        assert fake.wait_deliveries(timeout=60)
     prolific.prolific_sync(publication_id=publication.pk)  # what beat does; the hooks did the rest already
     spam = ProlificSubmission.objects.get(participant_id="SPAM1")
     assert (spam.status, spam.verdict) == ("AWAITING REVIEW", "held")

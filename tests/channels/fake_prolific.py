@@ -530,7 +530,7 @@ class FakeProlific:
         with self.lock:
             self._fail_target += times
 
-    def wait_deliveries(self, timeout: float = 5.0) -> bool:
+    def wait_deliveries(self, timeout: float = 30.0) -> bool:
         """Wait until no delivery is queued (held ones aside) or in flight; False on timeout."""
         with self._cv:
             return self._cv.wait_for(lambda: not self._queue and not self._in_flight, timeout=timeout)

@@ -5,9 +5,6 @@ deliveries are verified, kept once and refused when forged or stale; bonuses fro
 are paid once; the channels page says what to set when nothing is configured and when Prolific
 refused the hooks. The whole study with real participants is ``test_prolific_end_to_end``."""
 
-import base64
-import hashlib
-import hmac
 import json
 import time
 
@@ -27,6 +24,7 @@ from annotation.channels.services import prolific
 from annotation.services import campaign_transition, worker_get_or_create
 from annotation.services.quality import worker_act
 from tests.channels.fake_prolific import FakeProlific
+from tests.channels.prolific_stack import signed_headers
 from tests.helpers import label_one
 
 pytestmark = [pytest.mark.django_db]
@@ -187,17 +185,12 @@ def test_block_and_unblock_reach_the_exclusion_group(make_campaign, researcher, 
 def _deliver(client, account, payload, *, event_id="ev-1", secret=None, timestamp=None, tamper=False):
     """Post a delivery signed as Prolific signs it; ``tamper``: the body changed after signing."""
     body = json.dumps(payload)
-    timestamp = str(int(time.time()) if timestamp is None else timestamp)
-    key = (secret or account.hook_secret).encode()
-    signature = base64.b64encode(hmac.new(key, (timestamp + body).encode(), hashlib.sha256).digest()).decode()
+    headers = signed_headers(secret or account.hook_secret, body, event_id=event_id, timestamp=timestamp)
     return client.post(
         f"/channels/prolific/hooks/{account.pk}/",
         body.replace("RETURNED", "APPROVED") if tamper else body,
         content_type="application/json",
-        HTTP_X_PROLIFIC_REQUEST_SIGNATURE=signature,
-        HTTP_X_PROLIFIC_REQUEST_TIMESTAMP=timestamp,
-        HTTP_X_EVENT_ID=event_id,
-        HTTP_X_TIMESTAMP=timestamp,
+        headers=headers,
     )
 
 

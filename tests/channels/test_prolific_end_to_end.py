@@ -8,37 +8,18 @@ and a bonus is paid once under injected faults."""
 import re
 
 import pytest
-from django.test import Client, override_settings
+from django.test import Client
 
 from annotation.channels.models import ProlificAccount, ProlificBonus, ProlificSubmission, Publication
 from annotation.channels.services import prolific
 from annotation.models import Label, Participation, Prompt
 from annotation.selectors import invariant_violations
 from annotation.services.rules import rule_create
-from tests.channels.fake_prolific import FakeProlific
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 HONEST, SPAMMERS, RETURNER = 27, ("SPAM01", "SPAM02"), "RETURN1"
 LPP = 4
-
-
-@pytest.fixture
-def fake():
-    fake = FakeProlific(allow_insecure_targets=True).start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def prolific_settings(fake, live_server, eager_celery):
-    with override_settings(
-        CHORUS_PROLIFIC_API_URL=fake.url,
-        CHORUS_PROLIFIC_TOKEN="test-token",
-        CHORUS_PUBLIC_URL=live_server.url,
-        CHORUS_PROLIFIC_COMPLETION_URL=fake.root + "submissions/complete",
-    ):
-        yield fake
 
 
 def api(researcher) -> Client:
@@ -118,7 +99,7 @@ def test_a_study_run_from_chorus(make_campaign, researcher, prolific_settings, e
             given[pid] = participant(fake, study["id"], pid, lambda n: 1)
         else:
             given[pid] = participant(fake, study["id"], pid, lambda n: n % 2)
-        fake.wait_deliveries()
+        assert fake.wait_deliveries(timeout=60)
         places_seen.append(fake.studies[study["id"]]["total_available_places"])
     # Newcomers take the places that reopened (the returner's) until Prolific has none left to offer.
     late = 0
@@ -128,7 +109,7 @@ def test_a_study_run_from_chorus(make_campaign, researcher, prolific_settings, e
             break
         late += 1
         given[f"LATE{late}"] = participant(fake, study["id"], f"LATE{late}", lambda n: n % 2)
-        fake.wait_deliveries()
+        assert fake.wait_deliveries(timeout=60)
         places_seen.append(fake.studies[study["id"]]["total_available_places"])
         assert late < 5, "places kept opening"
     assert late >= 1

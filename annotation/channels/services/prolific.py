@@ -77,7 +77,6 @@ HOLDING_FINISHED = ("AWAITING REVIEW", "APPROVED", "PARTIALLY APPROVED")  # fini
 HOOK_EVENTS = ("submission.status.change", "study.status.change")
 MAX_DELIVERY_AGE = 300  # seconds: older signed deliveries are refused as stale (replays)
 SYNC_LOCK_SECONDS = 10 * 60
-REVIEW_AGAIN = 5  # seconds between reviews while a submission waits for the live audit
 _CODE_CHARS = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 _BONUS_OPEN = (ProlificBonus.Status.RECORDED, ProlificBonus.Status.SET_UP, ProlificBonus.Status.PAYING)
 
@@ -458,7 +457,7 @@ def _sync(publication_id: int) -> str:
         remote = _study_follow(study, client, remote)
         remote = _places_grow(study, client, remote)
         _remote_save(study, remote)
-        prolific_review_soon(publication_id=publication.pk, client=client)
+        prolific_review_auto(publication_id=publication.pk, client=client)
     _blocked_push(publication.campaign, account, client, group_id)
     for bonus_id in ProlificBonus.objects.filter(publication=publication, status__in=_BONUS_OPEN).values_list(
         "pk", flat=True
@@ -752,7 +751,7 @@ def prolific_event_process(*, event_id: int) -> str:
             # The campaign may be complete now, or closed meanwhile: stop or grow the study as the sync would.
             current = _study_follow(study, client, client.study_get(study.study_id))
             _remote_save(study, _places_grow(study, client, current))
-            prolific_review_soon(publication_id=study.publication_id, client=client)
+            prolific_review_auto(publication_id=study.publication_id, client=client)
             outcome = remote["status"]
     else:
         study = ProlificStudy.objects.filter(study_id=event.resource_id).first()
@@ -783,7 +782,9 @@ def prolific_review_auto(*, publication_id: int, client: ProlificClient | None =
     """Chorus's verdict on each submission awaiting review: a participant in good standing is approved
     (bulk) once the live audit has read all their labels and applied the rules (``worker_audited``); a
     blocked or excluded one is held for the researcher, never approved automatically. Returns the
-    counts by verdict."""
+    counts by verdict. A submission left waiting is reviewed again when the audit's next quick run has
+    applied the rules (its ``rules_applied`` signal, ``annotation.channels.receivers``), and by the
+    reconciliation."""
     study = ProlificStudy.objects.select_related("publication", "account").get(publication_id=publication_id)
     publication = study.publication
     waiting = ProlificSubmission.objects.filter(
@@ -836,17 +837,6 @@ def prolific_review_auto(*, publication_id: int, client: ProlificClient | None =
                 verdict=ProlificSubmission.Verdict.APPROVED, reviewed_at=timezone.now()
             )
     return {"approved": len(approve), "held": len(held), "waiting": len(wait)}
-
-
-def prolific_review_soon(*, publication_id: int, client: ProlificClient | None = None) -> dict:
-    """Review now, and while some submissions wait for the audit, again in a few seconds
-    (``prolific_review_task`` retries itself for a few minutes; reconciliation after that)."""
-    from annotation.channels.tasks import prolific_review_task  # noqa: PLC0415 (tasks import services: a cycle)
-
-    counts = prolific_review_auto(publication_id=publication_id, client=client)
-    if counts["waiting"]:
-        transaction.on_commit(lambda: prolific_review_task.apply_async((publication_id,), countdown=REVIEW_AGAIN))
-    return counts
 
 
 def prolific_evidence(*, publication: Publication, worker: Worker) -> dict:
