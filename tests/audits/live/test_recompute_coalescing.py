@@ -243,8 +243,10 @@ def test_the_cost_of_a_label_and_of_a_refresh_does_not_grow_with_the_campaign(ma
     # be a decision, not an accident.
     assert max(costs["small"][0], costs["large"][0]) <= 19, costs
     # The quick run's worker table reads the labels, participations and control prompts, and the rules
-    # one query more: constant in the campaign's size, as the small-equals-large check above shows.
-    assert costs["large"][1] <= 35, costs
+    # one query more; then it stamps the snapshot's rules_applied_at, and the Prolific channel looks for
+    # submissions waiting for the audit (one query each): constant in the campaign's size, as the
+    # small-equals-large check above shows.
+    assert costs["large"][1] <= 37, costs
     assert selectors.campaign_totals(campaign_id=large.pk).n_labels == 151
 
 
