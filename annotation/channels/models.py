@@ -6,6 +6,8 @@ link-based panel such as Prolific). MTurk rows mirror what MTurk holds (``MTurkH
 from these rows (``Publication.token_prefix`` + the row's id), so a retried call repeats the same token.
 """
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -342,8 +344,6 @@ class ProlificStudy(models.Model):
     @property
     def total_cost(self):
         """Prolific's own total cost in the account's currency (major units); None before the draft exists."""
-        from decimal import Decimal  # noqa: PLC0415 (models import nothing else of decimal)
-
         return None if self.total_cost_minor is None else Decimal(self.total_cost_minor) / 100
 
     @property

@@ -867,9 +867,12 @@ def prolific_evidence(*, publication: Publication, worker: Worker) -> dict:
     }
 
 
-def prolific_rejection_draft(*, publication: Publication, worker: Worker) -> tuple[str, str]:
-    """A rejection category and a message (at least 100 characters) drafted from the evidence."""
-    evidence = prolific_evidence(publication=publication, worker=worker)
+def prolific_rejection_draft(
+    *, publication: Publication, worker: Worker, evidence: dict | None = None
+) -> tuple[str, str]:
+    """A rejection category and a message (at least 100 characters) drafted from the evidence (read
+    here unless the caller already has it)."""
+    evidence = evidence or prolific_evidence(publication=publication, worker=worker)
     parts = []
     if evidence["control_accuracy"] is not None:
         parts.append(

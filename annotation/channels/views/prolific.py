@@ -181,7 +181,7 @@ def prolific_page_context(request, publication: Publication) -> dict:
         if submission.verdict == submission.Verdict.HELD:
             submission.evidence = prolific.prolific_evidence(publication=publication, worker=submission.worker)
             submission.draft_category, submission.draft_message = prolific.prolific_rejection_draft(
-                publication=publication, worker=submission.worker
+                publication=publication, worker=submission.worker, evidence=submission.evidence
             )
     return {
         "study": study,
