@@ -23,6 +23,7 @@ from django.utils.crypto import salted_hmac
 
 from annotation.models import Campaign
 from annotation.selectors import EXPORT_FIELDS, label_export_rows
+from annotation.services.activity import activity_record
 
 FORMATS = {
     "csv": "text/csv; charset=utf-8",
@@ -122,4 +123,10 @@ def export_response(*, campaign: Campaign, fmt: str, pseudonymize: bool = False,
     )  # refuses an unknown fmt
     response = StreamingHttpResponse(chunks, content_type=FORMATS[fmt])
     response["Content-Disposition"] = f'attachment; filename="{export_filename(campaign, fmt)}"'
+    activity_record(
+        campaign=campaign,
+        verb="labels.exported",
+        summary=f"Exported the labels as {fmt}" + (" (pseudonymized)" if pseudonymize else ""),
+        detail={"format": fmt, "pseudonymize": pseudonymize, "filtered": labels is not None},
+    )
     return response

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 
 from annotation.importing import upload_too_large_message
-from annotation.models import Campaign, Invitation, Prompt, QualityRule, WorkerAction
+from annotation.models import Campaign, Collaboration, Invitation, Prompt, QualityRule, WorkerAction
 from annotation.schemas import LabelValueError, binarization_clean, parse_int
 from annotation.services.controls import MAX_IDS_AT_ONCE, control_settings_check
 from annotation.services.invitations import MAX_INVITATIONS_AT_ONCE
@@ -210,15 +210,23 @@ class CollaboratorAddForm(CollaboratorForm):
     accepts a current collaborator silently (it is idempotent, for API retries), so the form, like
     SignUpForm with a taken username, says so itself: a person adding a name twice has likely mistyped."""
 
+    role = forms.ChoiceField(
+        choices=Collaboration.Role.choices,
+        initial=Collaboration.Role.EDITOR,
+        widget=forms.RadioSelect,
+        help_text="Adding a collaborator again with the other role changes their role.",
+    )
+
     def __init__(self, *args, campaign: Campaign, **kwargs):
         super().__init__(*args, **kwargs)
         self.campaign = campaign
 
-    def clean_username(self):
-        username = self.cleaned_data["username"]
-        if self.campaign.collaborators.filter(username=username).exists():
-            raise forms.ValidationError(f"{username} is already a collaborator.", code="duplicate")
-        return username
+    def clean(self):
+        cleaned = super().clean()
+        username, role = cleaned.get("username"), cleaned.get("role")
+        if Collaboration.objects.filter(campaign=self.campaign, user__username=username, role=role).exists():
+            self.add_error("username", forms.ValidationError(f"{username} is already a {role}.", code="duplicate"))
+        return cleaned
 
 
 class SignUpForm(UserCreationForm):

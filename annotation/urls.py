@@ -11,6 +11,7 @@ urlpatterns = [
     path("campaigns/<slug:slug>/import/", researcher.campaign_import, name="campaign_import"),
     path("campaigns/<slug:slug>/invitation/", invitations.campaign_invitation, name="campaign_invitation"),
     path("campaigns/<slug:slug>/export.<str:fmt>", researcher.campaign_export, name="campaign_export"),
+    path("campaigns/<slug:slug>/activity.csv", researcher.campaign_activity_export, name="campaign_activity_export"),
     path("campaigns/<slug:slug>/collaborators/", researcher.collaborator_add, name="collaborator_add"),
     path(
         "campaigns/<slug:slug>/collaborators/<str:username>/remove/",

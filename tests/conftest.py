@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from annotation import services
+from annotation.services.accounts import researcher_set
 from tests.helpers import BINARIZATION, jsonl, prompts_jsonl
 
 _seq = itertools.count(1)
@@ -39,7 +40,9 @@ def make_user(db):
 
 @pytest.fixture
 def researcher(make_user):
-    return make_user("researcher")
+    user = make_user("researcher")
+    researcher_set(user=user)
+    return user
 
 
 @pytest.fixture

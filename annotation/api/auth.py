@@ -1,14 +1,17 @@
 """Signing in from a program: username and password in, an API token out."""
 
 from django.contrib.auth import authenticate
+from django.http import JsonResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import APIException, AuthenticationFailed
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from annotation import services
+from annotation.api.exceptions import error_body
 
 
 class BadCredentials(APIException):
@@ -42,3 +45,26 @@ class TokenObtainApi(APIView):
             raise BadCredentials()
         token = services.api_token_get_or_create(user=user)
         return Response(self.OutputSerializer({"token": token.key}).data)
+
+
+class TokenDownloadMiddleware:
+    """Lets a token client read what the pages offer (card.json, report.json, the label exports): a
+    GET or HEAD outside ``/api/`` with ``Authorization: Token <key>`` is served as that token's user,
+    under the page's own permission rules, instead of redirected to the sign-in page. Only reads: a
+    page's forms keep needing a session and its CSRF token. A bad token answers 401, as the API does.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.authentication = TokenAuthentication()
+
+    def __call__(self, request):
+        header = request.headers.get("Authorization", "")
+        if request.method in ("GET", "HEAD") and header.startswith("Token ") and not request.path.startswith("/api/"):
+            try:
+                user, _ = self.authentication.authenticate_credentials(header.removeprefix("Token ").strip())
+            except AuthenticationFailed as exc:
+                body = error_body("authentication_failed", str(exc.detail))
+                return JsonResponse(body, status=401, headers={"WWW-Authenticate": "Token"})
+            request.user = user
+        return self.get_response(request)

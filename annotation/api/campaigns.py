@@ -9,7 +9,7 @@ import json
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -17,9 +17,9 @@ from annotation import selectors, services
 from annotation.api.exceptions import PayloadTooLarge
 from annotation.api.parsers import BoundedJSONParser, BoundedMultiPartParser
 from annotation.importing import upload_too_large_message
-from annotation.models import Campaign
+from annotation.models import Campaign, Collaboration
 from annotation.models.campaigns import MAX_ANCHOR_LENGTH, MAX_SCALE_POINTS
-from annotation.permissions import campaign_for_owner
+from annotation.permissions import CREATE_REFUSAL, campaign_for_owner, campaign_for_request, may_create_campaigns
 from annotation.services.campaigns import EDITABLE_FIELDS
 from annotation.services.controls import MAX_IDS_AT_ONCE, control_settings_check, prompts_control_set
 
@@ -78,6 +78,8 @@ class CampaignListCreateApi(APIView):
 
     @extend_schema(request=CampaignInput, responses={201: CampaignOutput})
     def post(self, request):
+        if not may_create_campaigns(request.user):
+            raise PermissionDenied(CREATE_REFUSAL)
         data = CampaignInput(instance=Campaign(), data=request.data)
         data.is_valid(raise_exception=True)
         campaign = services.campaign_create(owner=request.user, **data.validated_data)
@@ -87,11 +89,11 @@ class CampaignListCreateApi(APIView):
 class CampaignDetailApi(APIView):
     @extend_schema(responses={200: CampaignOutput})
     def get(self, request, slug: str):
-        return Response(CampaignOutput(selectors.campaign_for_user(user=request.user, slug=slug)).data)
+        return Response(CampaignOutput(campaign_for_request(request, slug)).data)
 
     @extend_schema(request=CampaignInput(partial=True), responses={200: CampaignOutput})
     def patch(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         data = CampaignInput(instance=campaign, data=request.data, partial=True)
         data.is_valid(raise_exception=True)
         campaign = services.campaign_update(campaign=campaign, **data.validated_data)
@@ -105,7 +107,7 @@ class CampaignTransitionApi(APIView):
 
     @extend_schema(request=None, responses={200: CampaignOutput})
     def post(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         campaign = services.campaign_transition(campaign=campaign, action=self.action)
         return Response(CampaignOutput(campaign).data)
 
@@ -113,7 +115,7 @@ class CampaignTransitionApi(APIView):
 class CampaignProgressApi(APIView):
     @extend_schema(responses={200: ProgressOutput})
     def get(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         progress = selectors.campaign_progress(campaign=campaign)
         return Response(ProgressOutput(progress).data)
 
@@ -142,7 +144,7 @@ class PromptImportApi(APIView):
         responses={201: OutputSerializer},
     )
     def post(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         if request.content_type.startswith("multipart/"):
             data = self.FileInput(data=request.data)
             data.is_valid(raise_exception=True)
@@ -192,13 +194,13 @@ class PromptControlsApi(APIView):
 
     @extend_schema(responses={200: ListOutputSerializer})
     def get(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         ids = campaign.prompts.filter(is_control=True).order_by("pk").values_list("external_id", flat=True)
         return Response(self.ListOutputSerializer({"controls": list(ids)}).data)
 
     @extend_schema(request=InputSerializer, responses={200: OutputSerializer})
     def post(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         marking = prompts_control_set(campaign=campaign, **data.validated_data)
@@ -209,23 +211,37 @@ class UsernameInput(serializers.Serializer):
     username = serializers.CharField(max_length=150)
 
 
+class CollaboratorInput(UsernameInput):
+    role = serializers.ChoiceField(
+        choices=Collaboration.Role.choices,
+        default=Collaboration.Role.EDITOR,
+        help_text="editor: manages the campaign like its owner (but cannot share it or spend its money); "
+        "viewer: sees the dashboard, card, figures and exports, and changes nothing (403). Sharing again "
+        "with another role changes the role.",
+    )
+
+
 class CollaboratorListApi(APIView):
     class OutputSerializer(serializers.Serializer):
         owner = serializers.CharField(source="owner.username")
-        collaborators = serializers.SerializerMethodField()
+        collaborators = serializers.SerializerMethodField(help_text="Every collaborator's username, of either role.")
+        roles = serializers.SerializerMethodField(help_text="Each collaborator's role: editor or viewer.")
 
         def get_collaborators(self, campaign) -> list[str]:
             return sorted(campaign.collaborators.values_list("username", flat=True))
 
+        def get_roles(self, campaign) -> dict[str, str]:
+            return dict(Collaboration.objects.filter(campaign=campaign).values_list("user__username", "role"))
+
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         return Response(self.OutputSerializer(campaign).data)
 
-    @extend_schema(request=UsernameInput, responses={201: OutputSerializer})
+    @extend_schema(request=CollaboratorInput, responses={201: OutputSerializer})
     def post(self, request, slug: str):
         campaign = campaign_for_owner(user=request.user, slug=slug)
-        data = UsernameInput(data=request.data)
+        data = CollaboratorInput(data=request.data)
         data.is_valid(raise_exception=True)
         services.campaign_share(campaign=campaign, **data.validated_data)
         return Response(self.OutputSerializer(campaign).data, status=status.HTTP_201_CREATED)

@@ -81,8 +81,8 @@ def exception_handler(exc, context):
         exc = exceptions.ParseError(str(exc))
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
-    elif isinstance(exc, PermissionDenied):
-        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, PermissionDenied):  # its message says which rule refused (owner only, viewer)
+        exc = exceptions.PermissionDenied(str(exc) or None)
     if not isinstance(exc, exceptions.APIException):
         return None
 

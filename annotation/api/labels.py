@@ -20,6 +20,7 @@ from annotation.exporting import (
     parse_pseudonymize,
 )
 from annotation.models import Label
+from annotation.permissions import campaign_for_request
 
 
 class LabelPagination(CursorPagination):
@@ -93,7 +94,7 @@ class LabelListApi(APIView):
 
     @extend_schema(parameters=[LabelFilters], responses={200: LabelRowOutput(many=True)})
     def get(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         options = LabelFilters(data=request.query_params)
         options.is_valid(raise_exception=True)
         pseudonymize = options.validated_data.pop("pseudonymize")
@@ -112,7 +113,7 @@ class LabelExportApi(APIView):
         responses={(200, media.split(";")[0]): OpenApiResponse(OpenApiTypes.STR) for media in FORMATS.values()},
     )
     def get(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         options = LabelFilters(data=request.query_params)
         options.is_valid(raise_exception=True)
         pseudonymize = options.validated_data.pop("pseudonymize")

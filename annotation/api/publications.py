@@ -16,12 +16,12 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import selectors as core_selectors
 from annotation.channels import selectors, services
 from annotation.channels.errors import PanelRefused, PublicationRefused
 from annotation.channels.models import ProlificBonus, ProlificSubmission, Publication
 from annotation.channels.options import mturk_options_clean
 from annotation.channels.services import prolific
+from annotation.permissions import campaign_for_request
 
 CHANNELS = ("prolific", "mturk", "panel")
 
@@ -196,7 +196,7 @@ class BonusOutput(serializers.ModelSerializer):
 
 
 def _publication(request, pk) -> Publication:
-    return selectors.publication_for_user(user=request.user, pk=pk)
+    return selectors.publication_for_request(request, pk)
 
 
 def _prolific(request, pk) -> Publication:
@@ -209,7 +209,7 @@ def _prolific(request, pk) -> Publication:
 class PublicationListApi(APIView):
     @extend_schema(responses=PublicationOutput(many=True), summary="The campaign's publications, newest first")
     def get(self, request, slug):
-        campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         return Response(PublicationOutput(selectors.publications_of(campaign=campaign), many=True).data)
 
     @extend_schema(
@@ -218,7 +218,7 @@ class PublicationListApi(APIView):
         summary="Publish the campaign on a channel",
     )
     def post(self, request, slug):
-        campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         data = PublicationCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         body = dict(data.validated_data)

@@ -10,8 +10,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import selectors
 from annotation.models import QualityRule
+from annotation.permissions import campaign_for_request
 from annotation.services.rules import rule_create, rule_deactivate
 
 
@@ -41,12 +41,12 @@ class QualityRuleListApi(APIView):
 
     @extend_schema(responses={200: RuleOutput(many=True)})
     def get(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         return Response(RuleOutput(campaign.quality_rules.select_related("created_by"), many=True).data)
 
     @extend_schema(request=RuleInput, responses={201: RuleOutput})
     def post(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         data = RuleInput(data=request.data)
         data.is_valid(raise_exception=True)
         rule = rule_create(campaign=campaign, by=request.user, **data.validated_data)
@@ -58,6 +58,6 @@ class QualityRuleDeactivateApi(APIView):
 
     @extend_schema(request=None, responses={200: RuleOutput})
     def post(self, request, slug: str, rule_id: int):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         rule = rule_deactivate(rule=get_object_or_404(QualityRule, campaign=campaign, pk=rule_id))
         return Response(RuleOutput(rule).data)

@@ -7,7 +7,7 @@ from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation.api import auth, campaigns, labels, publications, rules, worker_actions, worker_loop
+from annotation.api import activity, auth, campaigns, labels, publications, rules, worker_actions, worker_loop
 from annotation.exporting import FORMATS
 from annotation.services.campaigns import TRANSITIONS
 from annotation.webhooks import api as webhooks
@@ -35,6 +35,7 @@ urlpatterns = [
         for action in TRANSITIONS
     ),
     path(f"{campaign}/progress/", campaigns.CampaignProgressApi.as_view(), name="campaign-progress"),
+    path(f"{campaign}/activity/", activity.ActivityListApi.as_view(), name="campaign-activity"),
     path(f"{campaign}/prompts/", campaigns.PromptImportApi.as_view(), name="prompt-import"),
     path(f"{campaign}/controls/", campaigns.PromptControlsApi.as_view(), name="prompt-controls"),
     path(f"{campaign}/collaborators/", campaigns.CollaboratorListApi.as_view(), name="collaborators"),

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from annotation import selectors
 from annotation.models import WorkerAction
 from annotation.models.workers import public_worker_id_parse
+from annotation.permissions import campaign_for_request
 from annotation.services import quality
 
 WORKER_HELP = "The worker's public id, channel:id, as the dashboard and the label export name them."
@@ -104,7 +105,7 @@ class WorkerListApi(APIView):
 
     @extend_schema(responses={200: WorkerStatusOutput(many=True)})
     def get(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         paginator = WorkerPagination()
         page = paginator.paginate_queryset(selectors.campaign_workers(campaign=campaign), request, view=self)
         return paginator.get_paginated_response(WorkerStatusOutput(page, many=True).data)
@@ -121,7 +122,7 @@ class WorkerActionListApi(APIView):
 
     @extend_schema(parameters=[LogFilters], responses={200: WorkerActionOutput(many=True)})
     def get(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         filters = LogFilters(data=request.query_params)
         filters.is_valid(raise_exception=True)
         actions = selectors.worker_actions_of(campaign=campaign)
@@ -143,7 +144,7 @@ class WorkerActionListApi(APIView):
         },
     )
     def post(self, request, slug: str):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         data = WorkerActionInput(data=request.data)
         data.is_valid(raise_exception=True)
         worker = selectors.campaign_worker(campaign=campaign, public_id=data.validated_data["worker"])
@@ -167,6 +168,6 @@ class WorkerActionUndoApi(APIView):
 
     @extend_schema(request=None, responses={200: WorkerActionOutput})
     def post(self, request, slug: str, action_id: int):
-        campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         action = get_object_or_404(WorkerAction, campaign=campaign, pk=action_id)
         return Response(WorkerActionOutput(quality.action_undo(action=action, by=request.user)).data)

@@ -20,7 +20,7 @@ from annotation.channels.models import (
     mturk_client_token,
 )
 from annotation.models import Campaign, Label, Slot
-from annotation.permissions import is_campaign_owner
+from annotation.permissions import edit_check, is_campaign_owner
 from annotation.selectors import campaigns_for_workers, campaigns_visible_to
 
 
@@ -29,6 +29,14 @@ def publication_for_user(*, user, pk: int) -> Publication:
     return get_object_or_404(
         Publication.objects.select_related("campaign"), pk=pk, campaign__in=campaigns_visible_to(user=user)
     )
+
+
+def publication_for_request(request, pk: int) -> Publication:
+    """A publication of a researcher's page or API call: ``publication_for_user``'s, and ``edit_check``'s
+    403 for a viewer's request that would change something."""
+    publication = publication_for_user(user=request.user, pk=pk)
+    edit_check(request=request, campaign=publication.campaign)
+    return publication
 
 
 def may_spend(*, user, publication: Publication) -> bool:

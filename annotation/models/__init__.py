@@ -1,4 +1,5 @@
 from .campaigns import Campaign
+from .collaboration import Activity, Collaboration
 from .invitations import Invitation
 from .labels import Label
 from .leases import Lease
@@ -8,6 +9,8 @@ from .worker_actions import QualityRule, WorkerAction
 from .workers import Participation, Worker
 
 __all__ = [
+    "Activity",
+    "Collaboration",
     "Campaign",
     "ImportBatch",
     "Invitation",

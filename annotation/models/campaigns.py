@@ -39,7 +39,9 @@ class Campaign(models.Model):
         FILL_FIRST = "fill_first", "Fill nearly complete prompts first"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="campaigns")
-    collaborators = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_campaigns")
+    collaborators = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="annotation.Collaboration", blank=True, related_name="shared_campaigns"
+    )
     title = models.CharField(max_length=200)
     slug = models.SlugField(max_length=64, unique=True, help_text="Appears in the workers' link.")
     instructions = models.TextField(blank=True, help_text="Markdown, shown to workers.")

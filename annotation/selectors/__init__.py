@@ -17,6 +17,7 @@ from .assignment import (
 from .campaigns import (
     CampaignStopPlan,
     Progress,
+    campaign_activity,
     campaign_for_user,
     campaign_for_workers,
     campaign_progress,
@@ -53,6 +54,7 @@ __all__ = [
     "Refusal",
     "WorkerOutlook",
     "WorkerProgress",
+    "campaign_activity",
     "campaign_for_user",
     "campaign_for_workers",
     "campaign_labels",

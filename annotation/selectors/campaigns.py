@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404
 
 from annotation.adaptive import StopPlan, stop_plan
 from annotation.channels.pricing import CostPreview, mturk_cost_preview
-from annotation.models import Campaign, Invitation, Participation, Prompt, Slot, StopDecision
+from annotation.models import Activity, Campaign, Invitation, Participation, Prompt, Slot, StopDecision
 
 
 @dataclass(frozen=True)
@@ -196,3 +196,8 @@ def invitations_of(*, campaign: Campaign) -> QuerySet[Invitation]:
         .select_related("user")
         .annotate(worker_labels=Coalesce(Subquery(labels), 0))
     )
+
+
+def campaign_activity(*, campaign: Campaign) -> QuerySet[Activity]:
+    """The campaign's activity log, newest first."""
+    return campaign.activities.select_related("actor").order_by("-created_at", "-pk")

@@ -1,4 +1,5 @@
-"""Writes on accounts: sign-up and API tokens (guest accounts come with invitations: invitations.py).
+"""Writes on accounts: sign-up, API tokens and who is a researcher (guest accounts come with
+invitations: invitations.py).
 
 Callers validate first (``SignUpForm`` checks the username and the password rules; the token API
 authenticates the user); these functions only write. The user model is ``get_user_model()``, so a
@@ -7,6 +8,7 @@ swapped AUTH_USER_MODEL keeps working.
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
@@ -23,3 +25,19 @@ def api_token_get_or_create(*, user: AbstractBaseUser) -> Token:
     with transaction.atomic(durable=True):
         token, _ = Token.objects.get_or_create(user=user)
     return token
+
+
+RESEARCHERS_GROUP = "researchers"
+
+
+def researcher_set(*, user: AbstractBaseUser, researcher: bool = True) -> None:
+    """Make the account a researcher (it may create campaigns), or a labeler only again, through the
+    ``researchers`` group, which holds ``annotation.add_campaign``. The group is made on first use, so
+    that a database migrated before it existed, or built without migrations, works the same."""
+    with transaction.atomic(durable=True):
+        group, _ = Group.objects.get_or_create(name=RESEARCHERS_GROUP)
+        group.permissions.add(Permission.objects.get(content_type__app_label="annotation", codename="add_campaign"))
+        if researcher:
+            user.groups.add(group)
+        else:
+            user.groups.remove(group)

@@ -6,6 +6,7 @@ from django.utils.crypto import get_random_string
 from django.utils.text import slugify
 
 from annotation.models import Campaign
+from annotation.services.activity import activity_record
 from annotation.services.errors import CampaignStateError
 from annotation.signals import campaign_status_changed
 from audits.hook import audit_stats_invalidate
@@ -66,6 +67,11 @@ def _unique_slug(title: str) -> str:
     return slug
 
 
+def _plain(value):
+    """A field's value as JSON can hold it (decimals and the like as text)."""
+    return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else str(value)
+
+
 def campaign_create(*, owner, title: str, **fields) -> Campaign:
     unknown = set(fields) - EDITABLE_FIELDS
     if unknown:
@@ -74,6 +80,13 @@ def campaign_create(*, owner, title: str, **fields) -> Campaign:
     campaign.full_clean()
     with transaction.atomic(durable=True):
         campaign.save()
+        activity_record(
+            campaign=campaign,
+            verb="campaign.created",
+            summary=f"Created “{title}”",
+            detail={"k": campaign.k},
+            actor=owner,
+        )
     return campaign
 
 
@@ -94,6 +107,13 @@ def campaign_update(*, campaign: Campaign, **fields) -> Campaign:
             setattr(campaign, name, value)
         campaign.full_clean()
         campaign.save()
+        if changed:
+            activity_record(
+                campaign=campaign,
+                verb="campaign.edited",
+                summary=f"Changed {', '.join(sorted(changed))}",
+                detail={name: _plain(getattr(campaign, name)) for name in sorted(changed)},
+            )
         if campaign.binarization != old_binarization:
             audit_stats_invalidate(campaign_id=campaign.pk)
     return campaign
@@ -120,6 +140,12 @@ def campaign_transition(*, campaign: Campaign, action: str) -> Campaign:
         if action == "close":
             campaign.closed_at = now
         campaign.save(update_fields=["status", "launched_at", "closed_at"])
+        activity_record(
+            campaign=campaign,
+            verb="campaign.status_changed",
+            summary=f"{action.capitalize()}: now {campaign.get_status_display().lower()}",
+            detail={"action": action, "status": target},
+        )
         pk, status = campaign.pk, campaign.status
         transaction.on_commit(
             lambda: campaign_status_changed.send(sender=Campaign, campaign_id=pk, status=status), robust=True

@@ -27,6 +27,7 @@ from django.db import transaction
 
 from annotation.models import Campaign, Lease, Prompt, Slot, Worker
 from annotation.selectors import free_slots
+from annotation.services.activity import activity_record
 from annotation.services.errors import CampaignStateError
 
 #: The most prompt ids one marking takes (it names each in one query; SQLite binds at most 999 values).
@@ -173,6 +174,13 @@ def prompts_control_set(*, campaign: Campaign, external_ids: list[str], control:
                 Slot(campaign=campaign, prompt_id=pk, index=index, rand=random.random())
                 for pk in changed
                 for index in range(campaign.k)
+            )
+        if changed:
+            activity_record(
+                campaign=campaign,
+                verb="controls.marked" if control else "controls.unmarked",
+                summary=f"{len(changed)} prompts {'made controls' if control else 'made normal prompts again'}",
+                detail={"external_ids": [prompt.external_id for prompt in to_change]},
             )
     changed_ids = {prompt.external_id for prompt in to_change}
     return ControlMarking(

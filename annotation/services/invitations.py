@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 from annotation.models import Campaign, Invitation
+from annotation.services.activity import activity_record
 from annotation.services.errors import ServiceError
 
 MAX_INVITATIONS_AT_ONCE = 200
@@ -43,7 +44,15 @@ def invitations_create(*, campaign: Campaign, created_by, notes: list[str]) -> l
         Invitation(campaign=campaign, token=get_random_string(24), note=note, created_by=created_by) for note in notes
     ]
     with transaction.atomic(durable=True):
-        return Invitation.objects.bulk_create(invitations)
+        created = Invitation.objects.bulk_create(invitations)
+        activity_record(
+            campaign=campaign,
+            verb="invitations.created",
+            summary=f"Made {len(created)} invitation links",
+            detail={"notes": notes},
+            actor=created_by,
+        )
+    return created
 
 
 def invitation_accept(*, invitation: Invitation) -> Acceptance:

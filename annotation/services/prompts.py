@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 
 from annotation.importing import PromptFileError, parse_prompts
 from annotation.models import Campaign, ImportBatch, Prompt, Slot
+from annotation.services.activity import activity_record
 
 BULK_BATCH = 2000
 
@@ -74,6 +75,13 @@ def prompts_import(*, campaign: Campaign, data: bytes, filename: str, user=None)
                     for i in range(campaign.k)
                 ),
                 batch_size=BULK_BATCH,
+            )
+            activity_record(
+                campaign=campaign,
+                verb="prompts.imported",
+                summary=f"Imported {len(rows)} prompts from {batch.filename}",
+                detail={"import_id": batch.pk, "filename": batch.filename, "n_prompts": len(rows), "sha256": digest},
+                actor=user,
             )
     except IntegrityError as exc:
         # A concurrent import of the same file or ids won the race; this one changed nothing.

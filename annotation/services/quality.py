@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from annotation.channels.services.blocking import worker_block_on_channels, worker_unblock_on_channels
 from annotation.models import Campaign, Label, Participation, QualityRule, Worker, WorkerAction
+from annotation.services.activity import activity_record
 from annotation.services.assignment import label_void_locked, worker_leases_end
 from annotation.services.errors import ServiceError
 from audits.hook import audit_stats_invalidate
@@ -255,7 +256,7 @@ def _apply(kind: str, participation: Participation, now) -> bool:
 
 
 def _log(kind: str, participation: Participation, *, by, rule, reason: str, numbers: dict, now) -> WorkerAction:
-    return WorkerAction.objects.create(
+    action = WorkerAction.objects.create(
         campaign_id=participation.campaign_id,
         worker_id=participation.worker_id,
         kind=kind,
@@ -265,6 +266,16 @@ def _log(kind: str, participation: Participation, *, by, rule, reason: str, numb
         numbers=numbers,
         created_at=now,
     )
+    # A rule's action is Chorus's, not the signed-in user's whose request happened to trigger it.
+    activity_record(
+        campaign_id=participation.campaign_id,
+        verb=f"worker.{kind}",
+        summary=f"{action.get_kind_display()}: worker {participation.worker.external_id}"
+        + (f" (rule “{rule}”)" if rule else ""),
+        detail={"worker": participation.worker.external_id, "action_id": action.pk, "reason": reason},
+        actor=by,
+    )
+    return action
 
 
 __all__ = [

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from annotation.models import Campaign, QualityRule
+from annotation.services.activity import activity_record
 
 #: The most labels (or controls) a rule may wait for: far beyond any worker's record, and well inside
 #: the column's integer range.
@@ -60,12 +61,22 @@ def rule_create(*, campaign: Campaign, by, metric: str, threshold: float, min_la
     applies it to every worker's record so far."""
     fields = rule_check(metric=metric, threshold=threshold, min_labels=min_labels, action=action)
     with transaction.atomic(durable=True):
-        return QualityRule.objects.create(campaign=campaign, created_by=by, **fields)
+        rule = QualityRule.objects.create(campaign=campaign, created_by=by, **fields)
+        activity_record(
+            campaign=campaign, verb="rule.created", summary=f"Added the rule “{rule}”", detail=fields, actor=by
+        )
+    return rule
 
 
 def rule_deactivate(*, rule: QualityRule) -> QualityRule:
     """Stop the rule from acting (idempotent). Its past actions stay, and stay undoable."""
     with transaction.atomic(durable=True):
-        QualityRule.objects.filter(pk=rule.pk).update(active=False)
+        if QualityRule.objects.filter(pk=rule.pk, active=True).update(active=False):
+            activity_record(
+                campaign=rule.campaign,
+                verb="rule.deactivated",
+                summary=f"Stopped the rule “{rule}”",
+                detail={"rule_id": rule.pk},
+            )
     rule.active = False
     return rule

@@ -14,9 +14,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from annotation import selectors, services
+from annotation import services
 from annotation.forms import ControlMarkForm
 from annotation.models import Campaign
+from annotation.permissions import campaign_for_request
 from annotation.services.controls import prompts_control_set
 
 #: The campaign page names at most this many controls; it counts them all.
@@ -37,7 +38,7 @@ def controls_context(*, campaign: Campaign, form: ControlMarkForm | None = None)
 @login_required
 @require_POST
 def controls_mark(request, slug):
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     form = ControlMarkForm(request.POST)
     if form.is_valid():
         control = form.cleaned_data["control"]

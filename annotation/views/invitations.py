@@ -12,12 +12,13 @@ from django.shortcuts import redirect, render
 
 from annotation import selectors, services
 from annotation.forms import InvitationCodeForm, InvitationCreateForm
+from annotation.permissions import campaign_for_request
 
 
 @login_required
 def campaign_invitation(request, slug):
     """The campaign's invitation links and who used them (GET); new links, one per line (POST)."""
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     form = InvitationCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

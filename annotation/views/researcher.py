@@ -1,14 +1,14 @@
 """Researcher pages: campaigns, prompt upload, life cycle, progress, export, sharing (invitation links:
 invitations.py).
 
-Any signed-in user may create campaigns and becomes their owner; every page about one campaign goes
-through ``campaign_for_user``, which answers 404 to users who neither own nor share it. Changing who
-it is shared with goes through ``campaign_for_owner`` instead (owner or staff; 403 for collaborators),
-the same rule as the API's.
+A researcher (``annotation.add_campaign``: annotation.permissions) creates campaigns and becomes their
+owner; every page about one campaign goes through ``campaign_for_request``, which answers 404 to users
+who neither own nor share it, and 403 to a viewer's POST. Changing who it is shared with goes through
+``campaign_for_owner`` instead (owner or staff; 403 for collaborators), the same rule as the API's.
 """
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponseBadRequest
 from django.shortcuts import redirect, render
@@ -16,10 +16,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from annotation import selectors, services
+from annotation.activity_export import activity_csv_response
 from annotation.exporting import FORMATS, ExportOptionError, export_response, parse_pseudonymize
 from annotation.forms import CampaignForm, CollaboratorAddForm, CollaboratorForm, PromptUploadForm
 from annotation.importing import PromptFileError
-from annotation.permissions import campaign_for_owner, is_campaign_owner
+from annotation.models import Collaboration
+from annotation.permissions import campaign_for_owner, campaign_for_request, is_campaign_owner
 from annotation.services.campaigns import TRANSITIONS
 from annotation.views.adaptive import adaptive_k_context
 from annotation.views.controls import controls_context
@@ -37,6 +39,7 @@ def home(request):
 
 
 @login_required
+@permission_required("annotation.add_campaign", raise_exception=True)
 def campaign_create(request):
     form = CampaignForm(request.POST or None, initial={"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}})
     if request.method == "POST" and form.is_valid():
@@ -48,7 +51,7 @@ def campaign_create(request):
 
 @login_required
 def campaign_edit(request, slug):
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     form = CampaignForm(request.POST or None, instance=campaign)
     if request.method == "POST" and form.is_valid():
         try:
@@ -74,7 +77,8 @@ def _detail(request, campaign, *, upload_form=None, import_errors=None, share_fo
         "actions": [action for action, (sources, _) in TRANSITIONS.items() if campaign.status in sources],
         "worker_url": request.build_absolute_uri(reverse("worker_campaign", args=[campaign.slug])),
         "formats": list(FORMATS),
-        "collaborators": campaign.collaborators.order_by("username"),
+        "collaborations": campaign.collaboration_set.select_related("user").order_by("user__username"),
+        "activities": selectors.campaign_activity(campaign=campaign)[:ACTIVITY_ON_PAGE],
         "may_share": may_share,
         "share_form": (share_form or CollaboratorAddForm(campaign=campaign)) if may_share else None,
         **rules_context(campaign=campaign),
@@ -84,15 +88,19 @@ def _detail(request, campaign, *, upload_form=None, import_errors=None, share_fo
     return render(request, "annotation/campaign_detail.html", context, status=status)
 
 
+# The page shows the latest changes; the whole log is in the API and the activity download.
+ACTIVITY_ON_PAGE = 20
+
+
 @login_required
 def campaign_detail(request, slug):
-    return _detail(request, selectors.campaign_for_user(user=request.user, slug=slug))
+    return _detail(request, campaign_for_request(request, slug))
 
 
 @login_required
 @require_POST
 def campaign_import(request, slug):
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     form = PromptUploadForm(request.POST, request.FILES)
     if not form.is_valid():
         return _detail(request, campaign, upload_form=form, status=400)
@@ -119,7 +127,7 @@ def _transition(request, campaign, action: str):
 @require_POST
 def campaign_transition(request, slug, action):
     """launch, pause and resume: one click each, since each can be undone (close: campaign_close)."""
-    return _transition(request, selectors.campaign_for_user(user=request.user, slug=slug), action)
+    return _transition(request, campaign_for_request(request, slug), action)
 
 
 @login_required
@@ -127,7 +135,7 @@ def campaign_close(request, slug):
     """Closing cannot be undone, so it has a page of its own: a GET says what closing does, and only its
     form's POST, which carries ``confirm=close``, closes. Any other POST (an old page's one-click form, a
     script) shows the page again and changes nothing."""
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     if campaign.status not in TRANSITIONS["close"][0]:
         messages.info(request, "This campaign is already closed.")
         return redirect("campaign_detail", slug=slug)
@@ -143,7 +151,7 @@ def campaign_close(request, slug):
 
 @login_required
 def campaign_export(request, slug, fmt):
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     if fmt not in FORMATS:
         return HttpResponseBadRequest(f"Unknown format; use one of {', '.join(FORMATS)}.")
     try:
@@ -151,6 +159,11 @@ def campaign_export(request, slug, fmt):
     except ExportOptionError as exc:
         return HttpResponseBadRequest(str(exc))
     return export_response(campaign=campaign, fmt=fmt, pseudonymize=pseudonymize)
+
+
+@login_required
+def campaign_activity_export(request, slug):
+    return activity_csv_response(campaign=campaign_for_request(request, slug))
 
 
 @login_required
@@ -164,7 +177,9 @@ def collaborator_add(request, slug):
         except services.ServiceError as exc:  # an unknown user, or the owner
             form.add_error("username", exc.message)
         else:
-            messages.success(request, f"Shared with {user.get_username()}: they can now manage this campaign.")
+            role = form.cleaned_data["role"]
+            can = "manage this campaign" if role == Collaboration.Role.EDITOR else "see this campaign, not change it"
+            messages.success(request, f"Shared with {user.get_username()} as {role}: they can now {can}.")
             return redirect("campaign_detail", slug=slug)
     return _detail(request, campaign, share_form=form, status=400)
 

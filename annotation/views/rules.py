@@ -13,9 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from annotation import selectors
 from annotation.forms import QualityRuleForm
 from annotation.models import Campaign, QualityRule
+from annotation.permissions import campaign_for_request
 from annotation.services import rules as rule_services
 
 
@@ -30,7 +30,7 @@ def rules_context(*, campaign: Campaign, form: QualityRuleForm | None = None) ->
 @login_required
 @require_POST
 def rule_add(request, slug):
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     form = QualityRuleForm(request.POST)
     if form.is_valid():
         try:
@@ -47,7 +47,7 @@ def rule_add(request, slug):
 @login_required
 @require_POST
 def rule_deactivate(request, slug, rule_id):
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     rule = rule_services.rule_deactivate(rule=get_object_or_404(QualityRule, campaign=campaign, pk=rule_id))
     messages.success(request, f"Rule deactivated: {rule}. The actions it took stay in the log.")
     return redirect(reverse("campaign_detail", args=[slug]) + "#quality-rules")

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation import selectors
 from annotation.forms import WorkerActionForm
 from annotation.models import Campaign, WorkerAction
+from annotation.permissions import campaign_for_request
 from annotation.services import quality
 
 WORKERS_PER_PAGE = 100
@@ -66,13 +67,13 @@ def _page(request, campaign: Campaign, *, form: WorkerActionForm | None = None, 
 @login_required
 @require_GET
 def worker_actions(request, slug):
-    return _page(request, selectors.campaign_for_user(user=request.user, slug=slug))
+    return _page(request, campaign_for_request(request, slug))
 
 
 @login_required
 @require_POST
 def worker_act(request, slug):
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     form = WorkerActionForm(request.POST)
     if not form.is_valid():
         return _page(request, campaign, form=form, status=400)
@@ -114,7 +115,7 @@ def worker_act(request, slug):
 @login_required
 @require_POST
 def worker_action_undo(request, slug, action_id):
-    campaign = selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     action = get_object_or_404(WorkerAction, campaign=campaign, pk=action_id)
     try:
         action = quality.action_undo(action=action, by=request.user)

@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from annotation.models import Campaign, Label, Slot, WorkerAction
 from annotation.selectors import campaigns_visible_to
+from annotation.services.activity import activity_record
 from annotation.services.errors import ServiceError
 from annotation.webhooks.models import Delivery, Endpoint, WebhookCursor
 from audits.hook import latest_numbers
@@ -126,7 +127,7 @@ def endpoint_create(*, user, url: str, events, campaign: Campaign | None = None,
     url = url_check(url)
     events, thresholds = _fields_check(events=events, thresholds=thresholds)
     with transaction.atomic(durable=True):
-        return Endpoint.objects.create(
+        endpoint = Endpoint.objects.create(
             owner=user,
             campaign=campaign,
             url=url,
@@ -134,6 +135,15 @@ def endpoint_create(*, user, url: str, events, campaign: Campaign | None = None,
             thresholds=thresholds,
             secret="whsec_" + secrets.token_urlsafe(32),
         )
+        _activity(endpoint, "webhook.created", f"Added the webhook endpoint {url}", actor=user)
+    return endpoint
+
+
+def _activity(endpoint: Endpoint, verb: str, summary: str, **actor) -> None:
+    """An endpoint of one campaign is in that campaign's activity log; one for all of its owner's
+    campaigns is logged without a campaign (the admin's activity list shows it)."""
+    detail = {"endpoint_id": endpoint.pk, "url": endpoint.url, "events": endpoint.events}
+    activity_record(campaign_id=endpoint.campaign_id, verb=verb, summary=summary, detail=detail, **actor)
 
 
 def endpoint_update(*, endpoint: Endpoint, **fields) -> Endpoint:
@@ -151,6 +161,7 @@ def endpoint_update(*, endpoint: Endpoint, **fields) -> Endpoint:
             endpoint.disabled_reason, endpoint.consecutive_failures = "", 0
     with transaction.atomic(durable=True):
         endpoint.save()
+        _activity(endpoint, "webhook.changed", f"Changed the webhook endpoint {endpoint.url}")
     return endpoint
 
 
@@ -158,11 +169,13 @@ def endpoint_rotate_secret(*, endpoint: Endpoint) -> Endpoint:
     endpoint.secret = "whsec_" + secrets.token_urlsafe(32)
     with transaction.atomic(durable=True):
         Endpoint.objects.filter(pk=endpoint.pk).update(secret=endpoint.secret)
+        _activity(endpoint, "webhook.secret_rotated", f"Rotated the secret of {endpoint.url}")
     return endpoint
 
 
 def endpoint_delete(*, endpoint: Endpoint) -> None:
     with transaction.atomic(durable=True):
+        _activity(endpoint, "webhook.deleted", f"Removed the webhook endpoint {endpoint.url}")
         endpoint.delete()
 
 

@@ -14,7 +14,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.selectors import campaign_for_user
+from annotation.permissions import campaign_for_request
 from audits import selectors, services
 from audits.engine.markdown import render_markdown
 from audits.models import AuditSnapshot
@@ -32,7 +32,7 @@ class AuditApi(APIView):
         responses={200: OpenApiTypes.OBJECT, 304: OpenApiResponse(description="Not modified since the ETag sent.")}
     )
     def get(self, request, slug: str):
-        campaign = campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         return feed_response(request, campaign=campaign, have_full=-1, respond=Response)
 
 
@@ -65,7 +65,7 @@ class AuditSnapshotListApi(APIView):
 
     @extend_schema(parameters=[FilterSerializer], responses={200: OutputSerializer(many=True)})
     def get(self, request, slug: str):
-        campaign = campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         snapshots = campaign.audit_snapshots.filter(kind=filters.validated_data["kind"])
@@ -88,7 +88,7 @@ class AuditReportApi(APIView):
         }
     )
     def get(self, request, slug: str):
-        campaign = campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         snapshot = selectors.latest_snapshot(campaign=campaign, kind=AuditSnapshot.Kind.FULL)
         if snapshot is None:
             raise Http404("No full audit yet.")
@@ -113,5 +113,5 @@ class AuditRecomputeApi(APIView):
         },
     )
     def post(self, request, slug: str):
-        campaign = campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         return Response({"queued": services.audit_request_full(campaign=campaign)}, status=status.HTTP_202_ACCEPTED)

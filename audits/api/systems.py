@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from annotation.api.exceptions import PayloadTooLarge
 from annotation.api.parsers import BoundedJSONParser, BoundedMultiPartParser
 from annotation.importing import upload_too_large_message
-from annotation.selectors import campaign_for_user
+from annotation.permissions import campaign_for_request
 from audits.selectors import systems as selectors
 from audits.services import systems as services
 
@@ -108,12 +108,12 @@ class SystemListApi(APIView):
 
     @extend_schema(responses={200: SystemOutput(many=True)})
     def get(self, request, slug: str):
-        campaign = campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         return Response(SystemOutput(selectors.systems_list(campaign=campaign), many=True).data)
 
     @extend_schema(request=REQUEST, responses={201: SystemOutput})
     def post(self, request, slug: str):
-        campaign = campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         system = _store(request, campaign, name=None, replace=None)
         return Response(SystemOutput(_summary(system)).data, status=status.HTTP_201_CREATED)
 
@@ -124,7 +124,7 @@ class SystemDetailApi(APIView):
     parser_classes = (BoundedJSONParser, BoundedMultiPartParser)
 
     def _system(self, request, slug, name):
-        campaign = campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         system = selectors.system_detail(campaign=campaign, name=name)
         if system is None:
             raise Http404("No system of that name.")
@@ -137,7 +137,7 @@ class SystemDetailApi(APIView):
 
     @extend_schema(request=REQUEST, responses={200: SystemOutput, 201: SystemOutput})
     def put(self, request, slug: str, name: str):
-        campaign = campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         existed = selectors.system_detail(campaign=campaign, name=name) is not None
         system = _store(request, campaign, name=name, replace=True)
         return Response(SystemOutput(_summary(system)).data, status=200 if existed else 201)
@@ -158,5 +158,5 @@ class SystemLeaderboardApi(APIView):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request, slug: str):
-        campaign = campaign_for_user(user=request.user, slug=slug)
+        campaign = campaign_for_request(request, slug)
         return Response(selectors.leaderboard(campaign=campaign))

@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from annotation.selectors import campaign_for_user
+from annotation.permissions import campaign_for_request
 from audits import services
 from audits.charts import box_plot_svg, scatter_svg
 from audits.selectors.card import bootstrap_summary, comparable_campaigns, instrument_card
@@ -93,7 +93,7 @@ def card_charts(card: dict) -> dict:
 
 def _card(request, slug):
     """The campaign, its card (with reproducibility against ``?compare=<slug>``) and the picker's choices."""
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     choices = comparable_campaigns(campaign=campaign, user=request.user)
     wanted = request.GET.get("compare", "")
     compare = None
@@ -176,7 +176,7 @@ def card_export(request, slug, fmt):
 @require_POST
 def card_bootstrap(request, slug):
     """Ask a Celery worker for the card's bootstrap intervals."""
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     run, created = services.bootstrap_request(campaign=campaign, by=request.user)
     if created:
         messages.success(
@@ -192,7 +192,7 @@ def card_bootstrap_data(request, slug):
     """The bootstrap's progress and, once done, its intervals as the card prints them (polled)."""
     if not request.user.is_authenticated:
         raise Http404
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     summary = bootstrap_summary(campaign=campaign)
     shown = summary["shown"] and {k: v for k, v in summary["shown"].items() if k != "data"}
     return JsonResponse({"latest": summary["latest"], "shown": shown, "display": intervals_display(summary)})

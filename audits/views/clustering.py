@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from annotation.models import Campaign, Prompt
-from annotation.selectors import campaign_for_user
+from annotation.permissions import campaign_for_request
 from audits.models import AnswerClustering
 from audits.selectors import clustering as selectors
 from audits.services import clustering as services
@@ -36,7 +36,7 @@ def _prompt(campaign, external_id) -> Prompt:
 def answers(request, slug):
     """GET: every prompt with its clustering status and numbers. POST: propose clusters for every
     prompt whose proposal does not cover its answers yet."""
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     if request.method == "POST":
         proposed = [services.clustering_propose(prompt=p) for p in campaign.prompts.filter(is_control=False)]
         messages.success(request, f"Clusters proposed for {sum(p is not None for p in proposed)} prompts.")
@@ -55,7 +55,7 @@ def answers(request, slug):
 @login_required
 def answers_export(request, slug):
     """The adjudicated clusterings in ProtoQA's crowdsourced JSONL format (its offline scorer reads it)."""
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     rows = selectors.clusters_export(campaign=campaign)
     body = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     response = HttpResponse(body, content_type="application/jsonl; charset=utf-8")
@@ -74,7 +74,7 @@ def _start(*, role, visible, start_id) -> AnswerClustering | None:
 
 @login_required
 def workspace(request, slug, external_id):
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     prompt = _prompt(campaign, external_id)
     clusterings = selectors.prompt_clusterings(prompt=prompt)
     role = selectors.workspace_role(clusterings=clusterings, user=request.user)
@@ -118,7 +118,7 @@ def workspace(request, slug, external_id):
 def save(request, slug, external_id):
     """A new version from the workspace's JSON ``{role, baseVersion, basedOn, assignment, invalid}``:
     200 with the version, or 400 with ``errors`` (nothing saved)."""
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     prompt = _prompt(campaign, external_id)
     try:
         body = json.loads(request.body or b"null")
@@ -144,7 +144,7 @@ def save(request, slug, external_id):
 @login_required
 @require_POST
 def revert(request, slug, external_id):
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     prompt = _prompt(campaign, external_id)
     try:
         target = AnswerClustering.objects.filter(prompt=prompt, pk=int(request.POST.get("clustering", ""))).first()
@@ -164,7 +164,7 @@ def revert(request, slug, external_id):
 @login_required
 @require_POST
 def propose(request, slug, external_id):
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     prompt = _prompt(campaign, external_id)
     if services.clustering_propose(prompt=prompt) is None:
         messages.info(request, "This prompt has no answers yet: nothing to propose.")

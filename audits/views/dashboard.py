@@ -18,7 +18,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from annotation.models import Campaign
-from annotation.selectors import campaign_for_user
+from annotation.permissions import campaign_for_request
 from audits import selectors, services
 from audits.conf import audit_setting
 from audits.engine import accuracy, flags, glossary, workers
@@ -33,7 +33,7 @@ POLL_MS = 2000
 
 @login_required
 def dashboard(request, slug):
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     context = {
         "campaign": campaign,
         "data_url": reverse("audit_dashboard_data", args=[campaign.slug]),
@@ -69,7 +69,7 @@ def feed_response(request, *, campaign, have_full: int, respond):
 def dashboard_data(request, slug):
     if not request.user.is_authenticated:
         raise Http404
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     try:
         have_full = int(request.GET.get("have_full", "-1"))
     except ValueError:
@@ -95,7 +95,7 @@ def guide(request):
 @login_required
 def report_download(request, slug, fmt):
     """The current full audit report, as the engine's JSON dict or its Markdown rendering."""
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     snapshot = selectors.latest_snapshot(campaign=campaign, kind=AuditSnapshot.Kind.FULL)
     if snapshot is None:
         raise Http404("No full audit yet: press “Recompute now” on the dashboard.")
@@ -117,7 +117,7 @@ def report_download(request, slug, fmt):
 @require_POST
 def ground_truths_request(request, slug):
     """Ask a Celery worker for the alternative ground truths by the methods ticked on the dashboard."""
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     try:
         run, created = services.ground_truths_request(
             campaign=campaign, methods=request.POST.getlist("methods"), by=request.user
@@ -138,7 +138,7 @@ def ground_truths_request(request, slug):
 @login_required
 @require_POST
 def recompute(request, slug):
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     if services.audit_request_full(campaign=campaign):
         messages.success(request, "A full recomputation is queued; the dashboard shows it when it is done.")
     else:

@@ -5,7 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
-from annotation.selectors import campaign_for_user
+from annotation.permissions import campaign_for_request
 from audits import charts
 from audits.selectors import figures
 from audits.selectors.full import full_audit_skip_reason
@@ -13,7 +13,7 @@ from audits.selectors.full import full_audit_skip_reason
 
 @login_required
 def groups(request, slug):
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     skip_reason = full_audit_skip_reason(campaign)  # free text: no label matrix to split by group
     table = None if skip_reason else figures.group_table(campaign=campaign)
     context = {"campaign": campaign, "table": table, "skip_reason": skip_reason, "columns": figures.TABLE_COLUMNS}
@@ -22,7 +22,7 @@ def groups(request, slug):
 
 @login_required
 def figures_page(request, slug):
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     data = figures.figures_data(campaign=campaign)
     return render(request, "audits/figures.html", {"campaign": campaign, "data": data, "svg": _svgs(data)})
 

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from annotation.selectors import campaign_for_user
+from annotation.permissions import campaign_for_request
 from audits.selectors import systems as selectors
 from audits.services import systems as services
 
@@ -96,7 +96,7 @@ def _page(request, campaign, *, errors=None, status=200):
 @login_required
 def systems(request, slug):
     """GET: the page. POST: upload (or, with ``replace``, replace) a system's predictions."""
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     if request.method != "POST":
         return _page(request, campaign)
     upload = request.FILES.get("file")
@@ -124,7 +124,7 @@ def systems(request, slug):
 @login_required
 @require_POST
 def system_delete(request, slug, name):
-    campaign = campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     if services.system_delete(campaign=campaign, name=name):
         messages.success(request, f"System “{name}” deleted.")
     else:

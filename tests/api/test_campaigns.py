@@ -168,7 +168,7 @@ def test_sharing_with_a_collaborator(make_campaign, researcher, make_user, api):
     assert_error(shared.get(f"{base}/"), 404, "not_found")
     response = owner.post(f"{base}/collaborators/", {"username": "colleague"}, format="json")
     assert response.status_code == 201
-    assert response.json() == {"owner": "researcher", "collaborators": ["colleague"]}
+    assert response.json() == {"owner": "researcher", "collaborators": ["colleague"], "roles": {"colleague": "editor"}}
     assert shared.get(f"{base}/").status_code == 200
     assert shared.post(f"{base}/pause/").json()["status"] == "paused"
     # A collaborator manages the campaign but does not share it further.

@@ -25,10 +25,12 @@ from rest_framework.test import APIClient
 
 from annotation import services
 from annotation.channels.services import publication_create_panel
+from annotation.permissions import SAFE_METHODS
+from annotation.services.accounts import researcher_set
 from audits.services import audit_full
 from tests.helpers import prompts_jsonl
 
-ROLES = ("anonymous", "worker", "owner", "other", "collaborator", "staff")
+ROLES = ("anonymous", "worker", "owner", "other", "collaborator", "viewer", "staff")
 SIGNED_IN = ROLES[1:]
 LOGIN = "login"  # a redirect to the sign-in page
 ADMIN_LOGIN = "admin-login"  # a redirect to the admin's sign-in page
@@ -59,16 +61,43 @@ def signed_in(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
     return Probe(method, {"anonymous": anonymous, **{role: ok for role in SIGNED_IN}}, **extra)
 
 
-def managers(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
-    """The campaign's owner, its collaborators and staff; 404 for everybody else."""
-    expect = {"anonymous": anonymous, "worker": 404, "other": 404, "owner": ok, "collaborator": ok, "staff": ok}
+def managers(method, ok, *, anonymous=LOGIN, viewer=None, **extra) -> Probe:
+    """The campaign's owner, its collaborators and staff; 404 for everybody else. A viewer reads (GET)
+    and gets 403 for anything else, unless ``viewer`` says otherwise (a worker URL: viewers label too)."""
+    if viewer is None:
+        viewer = ok if method in SAFE_METHODS else 403
+    expect = {
+        "anonymous": anonymous,
+        "worker": 404,
+        "other": 404,
+        "owner": ok,
+        "collaborator": ok,
+        "viewer": viewer,
+        "staff": ok,
+    }
     return Probe(method, expect, **extra)
 
 
 def owners(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
-    """The campaign's owner and staff; collaborators see the campaign but get 403."""
-    expect = {"anonymous": anonymous, "worker": 404, "other": 404, "owner": ok, "collaborator": 403, "staff": ok}
+    """The campaign's owner and staff; collaborators (editors and viewers) see the campaign but get 403."""
+    expect = {
+        "anonymous": anonymous,
+        "worker": 404,
+        "other": 404,
+        "owner": ok,
+        "collaborator": 403,
+        "viewer": 403,
+        "staff": ok,
+    }
     return Probe(method, expect, **extra)
+
+
+def researchers(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
+    """Accounts that may create campaigns (annotation.add_campaign: 'owner', and staff as superuser); 403
+    for every other account."""
+    return Probe(
+        method, {"anonymous": anonymous, **{role: 403 for role in SIGNED_IN}, "owner": ok, "staff": ok}, **extra
+    )
 
 
 def lease_holder(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
@@ -103,13 +132,14 @@ def mturk_publication(world) -> None:
 
 
 def draft_campaign(world) -> None:
-    """Gamma, a draft of 'owner' shared with 'collaborator', with an invitation (``W("draft_token")``) and
+    """Gamma, a draft of 'owner' shared with 'collaborator' (an editor) and 'viewer', with an invitation (``W("draft_token")``) and
     a panel link (``W("draft_panel")``), as ``W("draft")``. Until launch its worker URLs answer its
     managers only: 404 for everybody else, anonymous visitors included, as for a slug that does not exist."""
     users = world["users"]
     gamma = services.campaign_create(owner=users["owner"], title="Gamma", k=2)
     services.prompts_import(campaign=gamma, data=prompts_jsonl(2), filename="g.jsonl")
     gamma.collaborators.add(users["collaborator"])
+    gamma.collaborators.add(users["viewer"], through_defaults={"role": "viewer"})
     invitation = services.invitations_create(campaign=gamma, created_by=users["owner"], notes=["someone"])[0]
     panel = publication_create_panel(campaign=gamma, user=users["owner"], completion_code="DONE").panel
     world["kwargs"].update(draft=gamma.slug, draft_token=invitation.token, draft_panel=panel.slug)
@@ -232,13 +262,16 @@ TABLE: dict[str, list[Probe]] = {
     "api/docs/": [everyone("GET", 200)],
     "api/v1/auth/token/": [everyone("POST", 400, data={"username": "nobody", "password": "wrong-password"})],
     # --- API: workers -----------------------------------------------------------------------------
-    "api/v1/campaigns/<slug:slug>/next-task/": [signed_in("POST", 200, **API), managers("POST", 200, **DRAFT, **API)],
+    "api/v1/campaigns/<slug:slug>/next-task/": [
+        signed_in("POST", 200, **API),
+        managers("POST", 200, viewer=200, **DRAFT, **API),
+    ],
     "api/v1/campaigns/<slug:slug>/my-labels/": [signed_in("GET", 200, **API), managers("GET", 200, **DRAFT, **API)],
     "api/v1/leases/<int:lease_id>/heartbeat/": [lease_holder("POST", 200, **API)],
     "api/v1/leases/<int:lease_id>/submit/": [lease_holder("POST", 201, data=ROWS, **API)],
     "api/v1/leases/<int:lease_id>/release/": [lease_holder("POST", 204, **API)],
     # --- API: researchers -------------------------------------------------------------------------
-    "api/v1/campaigns/": [signed_in("GET", 200, **API), signed_in("POST", 201, data={"title": "New"}, **API)],
+    "api/v1/campaigns/": [signed_in("GET", 200, **API), researchers("POST", 201, data={"title": "New"}, **API)],
     "api/v1/campaigns/<slug:slug>/": [
         managers("GET", 200, **API),
         managers("PATCH", 200, data={"title": "Renamed"}, **API),
@@ -250,6 +283,7 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/resume/": [managers("POST", 409, **API)],
     "api/v1/campaigns/<slug:slug>/close/": [managers("POST", 200, **API)],
     "api/v1/campaigns/<slug:slug>/progress/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/activity/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/prompts/": [managers("POST", 201, data=[{"id": "new", "text": "New"}], **API)],
     "api/v1/campaigns/<slug:slug>/controls/": [
         managers("GET", 200, **API),
@@ -315,7 +349,8 @@ TABLE: dict[str, list[Probe]] = {
     "webhooks/<int:pk>/<str:action>/": [endpoint_owner("POST", 302, kwargs={"pk": W("endpoint_pk"), "action": "test"})],
     # --- Pages: researchers -----------------------------------------------------------------------
     "": [everyone("GET", 200)],
-    "campaigns/new/": [signed_in("GET", 200), signed_in("POST", 200)],  # POST: no form data, the form again
+    "campaigns/new/": [researchers("GET", 200), researchers("POST", 200)],
+    "campaigns/<slug:slug>/activity.csv": [managers("GET", 200)],  # POST: no form data, the form again
     "campaigns/<slug:slug>/": [managers("GET", 200)],
     "campaigns/<slug:slug>/edit/": [managers("GET", 200), managers("POST", 200)],  # POST: the form again
     "campaigns/<slug:slug>/import/": [managers("POST", 400)],  # no file: the form's error page
@@ -468,17 +503,19 @@ def _cases():
 
 @pytest.fixture
 def world(db):
-    """Alpha (live, owned by 'owner', shared with 'collaborator', with a panel publication), in which
+    """Alpha (live, owned by 'owner', shared with 'collaborator' (an editor) and 'viewer', with a panel publication), in which
     'worker' holds a lease; Beta, owned by 'other'; 'staff' is staff and
     superuser. No passwords: sign-in is forced."""
     User = get_user_model()
     users = {role: User.objects.create(username=role) for role in SIGNED_IN}
     users["staff"].is_staff = users["staff"].is_superuser = True
     users["staff"].save()
+    researcher_set(user=users["owner"])
     alpha = services.campaign_create(owner=users["owner"], title="Alpha", k=2)
     services.prompts_import(campaign=alpha, data=prompts_jsonl(3), filename="a.jsonl")
     alpha = services.campaign_transition(campaign=alpha, action="launch")
     alpha.collaborators.add(users["collaborator"])
+    alpha.collaborators.add(users["viewer"], through_defaults={"role": "viewer"})
     services.campaign_create(owner=users["other"], title="Beta")
     lease = services.lease_acquire(campaign=alpha, worker=services.worker_for_user(user=users["worker"]))
     panel = publication_create_panel(campaign=alpha, user=users["owner"], completion_code="DONE")

@@ -45,7 +45,7 @@ from annotation.channels.models import (
     Publication,
 )
 from annotation.channels.prolific import ProlificClient, delivery_verified
-from annotation.channels.services.publications import token_prefix
+from annotation.channels.services.publications import publication_activity, token_prefix
 from annotation.models import Campaign, Label, Participation, Slot, Worker, WorkerAction
 from annotation.services import worker_get_or_create
 from annotation.services.assignment import worker_leases_end
@@ -303,6 +303,9 @@ def prolific_publication_create(*, campaign: Campaign, user, options: dict, publ
                 publish_requested=publish,
                 pending="Creating the draft study on Prolific.",
             )
+            publication_activity(
+                publication, "publication.created", f"Made a Prolific study ({places} places)", actor=user
+            )
     except IntegrityError:
         raise PublicationRefused(
             "This campaign already has an active Prolific publication; withdraw it first.", code="already_published"
@@ -320,6 +323,8 @@ def prolific_publish(*, publication: Publication) -> Publication:
         ProlificStudy.objects.filter(publication=publication).update(
             publish_requested=True, pending="Publishing the study on Prolific."
         )
+        if updated:
+            publication_activity(publication, "publication.published", "Published the Prolific study")
     if not updated and publication.status != Publication.Status.PENDING:
         raise PublicationRefused(f"This publication is {publication.get_status_display().lower()}.", code="bad_state")
     _sync_soon(publication.pk, inline=True)
@@ -949,6 +954,13 @@ def prolific_review(
             reviewed_by=user,
             reviewed_at=timezone.now(),
         )
+        publication_activity(
+            publication,
+            f"submission.{'approved' if decision == 'approve' else 'rejected'}",
+            f"{'Approved' if decision == 'approve' else 'Rejected'} the Prolific submission {submission.submission_id}",
+            detail={"submission_id": submission.submission_id, "category": category},
+            actor=user,
+        )
     if decision == "reject":  # the place reopens: whoever takes it labels what this participant's labels leave
         _sync_soon(publication.pk)
     submission.refresh_from_db()
@@ -1026,6 +1038,13 @@ def _bonus_record(publication, submission, amount, reason, key, user) -> Prolifi
         reason=reason,
         key=key,
         created_by=user,
+    )
+    publication_activity(
+        publication,
+        "bonus.granted",
+        f"Granted a bonus of {amount} to {submission.worker.external_id}",
+        detail={"bonus_id": bonus.pk, "amount": str(amount), "reason": reason},
+        actor=user,
     )
     _bonus_enqueue(bonus.pk)
     return bonus

@@ -16,6 +16,7 @@ from annotation.channels.pricing import mturk_plan
 from annotation.channels.registry import get_channel
 from annotation.channels.tasks import prolific_sync_task, publish_campaign_task, withdraw_publication_task
 from annotation.models import Campaign, Worker
+from annotation.services.activity import activity_record
 
 _TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
 _PANEL_NAME = re.compile(r"^[a-z][a-z0-9_]{1,19}$")
@@ -55,6 +56,7 @@ def publication_create_mturk(*, campaign: Campaign, user, options: dict, alias: 
             MTurkHIT.objects.bulk_create(
                 [MTurkHIT(publication=publication, index=i, max_assignments=size) for i, size in enumerate(plan)]
             )
+            publication_activity(publication, "publication.created", f"Published on {alias}", actor=user)
             publish_campaign_task.delay_on_commit(publication.pk)
     except IntegrityError:
         raise PublicationRefused(
@@ -136,6 +138,7 @@ def publication_create_panel(
                 no_work_code=no_work_code,
                 no_work_url=no_work_url,
             )
+            publication_activity(publication, "publication.created", f"Made a {panel_name} link", actor=user)
     except IntegrityError:
         raise PanelRefused(
             f"This campaign already has an active {panel_name} link; withdraw it first.", code="already_published"
@@ -162,4 +165,11 @@ def publication_withdraw(*, publication: Publication) -> Publication:
             withdraw_publication_task.delay_on_commit(publication.pk)
         publication.withdrawn_at = now
         publication.save(update_fields=["status", "withdrawn_at"])
+        publication_activity(publication, "publication.withdrawn", f"Withdrew the {publication.channel} publication")
     return publication
+
+
+def publication_activity(publication: Publication, verb: str, summary: str, *, detail: dict | None = None, **actor):
+    """Record a researcher's step on a publication in its campaign's activity log."""
+    detail = {"publication_id": publication.pk, "channel": publication.channel, **(detail or {})}
+    activity_record(campaign_id=publication.campaign_id, verb=verb, summary=summary, detail=detail, **actor)

@@ -9,19 +9,19 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from annotation import selectors as core_selectors
 from annotation.channels import selectors
 from annotation.channels.errors import PublicationRefused
 from annotation.channels.forms import ProlificBonusForm, ProlificPublicationForm, ProlificReviewForm, ProlificTokenForm
 from annotation.channels.models import Publication
 from annotation.channels.services import prolific
 from annotation.models import Campaign
+from annotation.permissions import campaign_for_request
 
 
 @login_required
 @require_POST
 def prolific_token(request, slug):
-    campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     form = ProlificTokenForm(request.POST)
     if form.is_valid():
         try:
@@ -40,7 +40,7 @@ def prolific_publish(request, slug):
     """The study's options. "Preview" shows the places, the cost with Prolific's fees and the hourly pay
     at the campaign's measured pace; "Create the draft" makes the draft study, which the publication
     page then publishes on confirmation."""
-    campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     if campaign.status == Campaign.Status.CLOSED or prolific.prolific_account_for(user=request.user) is None:
         return redirect("channels:campaign_channels", slug=slug)  # the page says why
     initial = {"title": campaign.title, "estimated_minutes": 10, "labels_per_participant": 20}
@@ -84,7 +84,7 @@ def _back(publication: Publication, anchor: str = "") -> str:
 @login_required
 @require_POST
 def prolific_publication_publish(request, pk):
-    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    publication = selectors.publication_for_request(request, pk)
     try:
         prolific.prolific_publish(publication=publication)
     except PublicationRefused as exc:
@@ -97,7 +97,7 @@ def prolific_publication_publish(request, pk):
 @login_required
 @require_POST
 def prolific_submission_review(request, pk, submission_id):
-    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    publication = selectors.publication_for_request(request, pk)
     form = ProlificReviewForm(request.POST)
     if form.is_valid():
         try:
@@ -116,7 +116,7 @@ def prolific_submission_review(request, pk, submission_id):
 @login_required
 @require_POST
 def prolific_bonus(request, pk):
-    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    publication = selectors.publication_for_request(request, pk)
     form = ProlificBonusForm(request.POST)
     if form.is_valid():
         try:
@@ -144,7 +144,7 @@ def prolific_bonus(request, pk):
 @require_POST
 def prolific_bonus_many(request, pk):
     """Many bonuses at once: every participant a rule picks (control accuracy at least X), or a CSV file."""
-    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    publication = selectors.publication_for_request(request, pk)
     try:
         if request.FILES.get("file"):
             bonuses = prolific.prolific_bonus_csv(

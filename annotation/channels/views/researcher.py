@@ -9,7 +9,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from annotation import selectors as core_selectors
 from annotation.channels import selectors, services
 from annotation.channels.errors import BonusAlreadyGranted, PanelRefused, PublicationRefused
 from annotation.channels.forms import MTurkBonusForm, MTurkPublicationForm, PanelPublicationForm, ProlificTokenForm
@@ -19,11 +18,12 @@ from annotation.channels.pricing import mturk_cost_preview
 from annotation.channels.services.prolific import prolific_account_for
 from annotation.channels.views.prolific import prolific_page_context
 from annotation.models import Campaign
+from annotation.permissions import campaign_for_request
 
 
 @login_required
 def campaign_channels(request, slug):
-    campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     context = {
         "campaign": campaign,
         "publications": selectors.publications_of(campaign=campaign),
@@ -38,7 +38,7 @@ def campaign_channels(request, slug):
 def mturk_publish(request, slug):
     """The MTurk form: "Preview cost" shows rewards plus commission; "Publish" needs the total the
     researcher saw (a changed form shows the new preview instead of publishing)."""
-    campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     if campaign.status == Campaign.Status.CLOSED:  # nothing to publish: the channels page says why
         return redirect("channels:campaign_channels", slug=slug)
     form = MTurkPublicationForm(request.POST or None)
@@ -83,7 +83,7 @@ def mturk_publish(request, slug):
 
 @login_required
 def panel_publish(request, slug):
-    campaign = core_selectors.campaign_for_user(user=request.user, slug=slug)
+    campaign = campaign_for_request(request, slug)
     if campaign.status == Campaign.Status.CLOSED:  # nothing to publish: the channels page says why
         return redirect("channels:campaign_channels", slug=slug)
     form = PanelPublicationForm(request.POST or None)
@@ -132,7 +132,7 @@ def _publication_page(
 
 @login_required
 def publication_detail(request, pk):
-    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    publication = selectors.publication_for_request(request, pk)
     return _publication_page(request, publication)
 
 
@@ -178,7 +178,7 @@ def publication_bonus_grant(request, pk):
 @login_required
 @require_POST
 def publication_withdraw(request, pk):
-    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    publication = selectors.publication_for_request(request, pk)
     services.publication_withdraw(publication=publication)
     messages.info(request, "Withdrawn: no new workers will arrive through this publication.")
     return redirect("channels:publication_detail", pk=pk)
