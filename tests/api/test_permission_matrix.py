@@ -132,9 +132,10 @@ def mturk_publication(world) -> None:
 
 
 def draft_campaign(world) -> None:
-    """Gamma, a draft of 'owner' shared with 'collaborator' (an editor) and 'viewer', with an invitation (``W("draft_token")``) and
-    a panel link (``W("draft_panel")``), as ``W("draft")``. Until launch its worker URLs answer its
-    managers only: 404 for everybody else, anonymous visitors included, as for a slug that does not exist."""
+    """Gamma, a draft of 'owner' shared with 'collaborator' (an editor) and 'viewer', with an invitation
+    (``W("draft_token")``) and a panel link (``W("draft_panel")``), as ``W("draft")``. Until launch its
+    worker URLs answer its managers only: 404 for everybody else, anonymous visitors included, as for a
+    slug that does not exist."""
     users = world["users"]
     gamma = services.campaign_create(owner=users["owner"], title="Gamma", k=2)
     services.prompts_import(campaign=gamma, data=prompts_jsonl(2), filename="g.jsonl")
@@ -503,8 +504,8 @@ def _cases():
 
 @pytest.fixture
 def world(db):
-    """Alpha (live, owned by 'owner', shared with 'collaborator' (an editor) and 'viewer', with a panel publication), in which
-    'worker' holds a lease; Beta, owned by 'other'; 'staff' is staff and
+    """Alpha (live, owned by 'owner', shared with 'collaborator' (an editor) and 'viewer', with a panel
+    publication), in which 'worker' holds a lease; Beta, owned by 'other'; 'staff' is staff and
     superuser. No passwords: sign-in is forced."""
     User = get_user_model()
     users = {role: User.objects.create(username=role) for role in SIGNED_IN}
