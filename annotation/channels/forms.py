@@ -69,7 +69,10 @@ class MTurkPublicationForm(forms.Form):
     keywords = forms.CharField(max_length=1000, required=False, initial=MTURK_DEFAULTS["keywords"])
     reward = forms.DecimalField(min_value=0.01, max_value=100, decimal_places=2, help_text="US dollars per label.")
     n_assignments = forms.IntegerField(
-        min_value=1, required=False, help_text="Labels to buy on MTurk. Empty: all the campaign still needs."
+        label="Labels to buy",
+        min_value=1,
+        required=False,
+        help_text="Labels to buy on MTurk. Empty: all the campaign still needs.",
     )
     assignments_per_hit = forms.IntegerField(
         min_value=1,
@@ -107,10 +110,14 @@ class PanelPublicationForm(forms.Form):
     panel_name = forms.CharField(
         max_length=20, initial="prolific", help_text="Workers are known as <panel>:<participant id>."
     )
-    participant_param = forms.CharField(max_length=64, initial="PROLIFIC_PID")
-    study_param = forms.CharField(max_length=64, initial="STUDY_ID", required=False)
-    session_param = forms.CharField(max_length=64, initial="SESSION_ID", required=False)
-    expected_study_id = forms.CharField(max_length=200, required=False, help_text="Refuse links of other studies.")
+    participant_param = forms.CharField(
+        max_length=64, initial="PROLIFIC_PID", label="Participant id parameter", help_text="The link's query parameter."
+    )
+    study_param = forms.CharField(max_length=64, initial="STUDY_ID", required=False, label="Study id parameter")
+    session_param = forms.CharField(max_length=64, initial="SESSION_ID", required=False, label="Session id parameter")
+    expected_study_id = forms.CharField(
+        max_length=200, required=False, label="Expected study id", help_text="Refuse links of other studies."
+    )
     completion_code = forms.CharField(max_length=100, required=False)
     completion_url = forms.URLField(
         max_length=500,

@@ -29,6 +29,8 @@
     if (x === null || x === undefined || Number.isNaN(x)) return "—";
     return Number(x).toFixed(digits === undefined ? 4 : digits);
   }
+  // "1 worker", "2 workers": counts read as words, not as "1 workers".
+  function count(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
   function seconds(s) {
     if (s === null || s === undefined) return "—";
     if (s < 90) return Math.max(0, Math.round(s)) + " s";
@@ -192,8 +194,9 @@
       var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs);
       datasets.push({ type: "line", label: "least squares", pointRadius: 0, borderColor: "#c0392b", borderWidth: 2,
                       data: [{ x: lo, y: reg.intercept + reg.slope * lo }, { x: hi, y: reg.intercept + reg.slope * hi }] });
-      text($("regression-text"), "accuracy = " + fmt(reg.intercept) + " + " + fmt(reg.slope) + " × noise; r² = " +
-           fmt(reg.r2, 3) + ", F = " + fmt(reg.f, 2) + ", p = " + fmt(reg.p, 4) + ", n = " + reg.n + " workers.");
+      text($("regression-text"), "accuracy = " + fmt(reg.intercept) + (reg.slope < 0 ? " − " : " + ") +
+           fmt(Math.abs(reg.slope)) + " × noise; r² = " + fmt(reg.r2, 3) + ", F = " + fmt(reg.f, 2) + ", p = " +
+           fmt(reg.p, 4) + ", n = " + count(reg.n, "worker") + ".");
     } else {
       text($("regression-text"), reg && reg.reason ? "No regression: " + reg.reason : "No regression yet.");
     }
@@ -248,8 +251,9 @@
       cell.title = v === null ? ((quick.reasons || {})[n.key] || "") : "";
     });
     text($("sd-convention"), quick.sd);
-    text($("counts"), quick.n_workers + " workers, " + quick.n_prompts + " prompts, " + quick.n_labels +
-      " unit labels audited; " + quick.n_invalid + " invalid (outside the binarization map, not audited).");
+    text($("counts"), count(quick.n_workers, "worker") + ", " + count(quick.n_prompts, "prompt") + ", " +
+      count(quick.n_labels, "label") + " audited (a per-option label counts once per option); " + quick.n_invalid +
+      " invalid (outside the binarization map, not audited).");
     var p = quick.progress;
     $("progress").max = p.labels_wanted || 1;
     $("progress").value = p.labels;
