@@ -6,6 +6,8 @@ Managers only (``campaign_for_user``: 404 for anyone else). ``compare`` must be 
 campaigns the page's picker offers (``comparable_campaigns``); anything else is a 400 naming it.
 """
 
+from csp.decorators import csp
+from django.utils.decorators import method_decorator
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -14,7 +16,7 @@ from rest_framework.views import APIView
 
 from annotation.selectors import campaign_for_user
 from audits.selectors.card import comparable_campaigns, instrument_card
-from audits.views.card import EXPORT_FORMATS, card_document
+from audits.views.card import EXPORT_FORMATS, EXPORT_POLICY, card_document
 
 
 class CardQuery(serializers.Serializer):
@@ -54,6 +56,8 @@ class CardExportApi(APIView):
 
     fmt: str = ""  # bound in urls.py: one of EXPORT_FORMATS
 
+    # The page's policy for its exports: a downloaded card opened in a browser loads nothing.
+    @method_decorator(csp(EXPORT_POLICY))
     @extend_schema(
         parameters=[CardQuery],
         responses={(200, media.split(";")[0]): OpenApiResponse(OpenApiTypes.STR) for media in EXPORT_FORMATS.values()},
