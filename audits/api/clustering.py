@@ -79,6 +79,17 @@ class AdjudicateInput(SaveInput):
     role = None  # the route says it
 
 
+def _saved(save, **kwargs) -> AnswerClustering:
+    """``save(**kwargs)`` (a clustering service); its stale-version refusal becomes a 409, the other
+    refusals stay 400s (the API's handler)."""
+    try:
+        return save(**kwargs)
+    except DjangoValidationError as error:
+        if any(e.code == services.STALE for e in getattr(error, "error_list", ())):
+            raise StaleVersion(" ".join(error.messages)) from error
+        raise
+
+
 def _prompt(request, slug: str, external_id: str) -> Prompt:
     campaign = campaign_for_user(user=request.user, slug=slug)
     return get_object_or_404(Prompt, campaign=campaign, external_id=external_id, is_control=False)
@@ -112,20 +123,16 @@ class ClusteringListApi(APIView):
         based_on = fields.get("based_on")
         if based_on is not None:
             based_on = get_object_or_404(AnswerClustering, prompt=prompt, pk=based_on)
-        try:
-            clustering = services.clustering_save(
-                prompt=prompt,
-                by=request.user,
-                role=self.role or fields["role"],
-                assignment=fields["assignment"],
-                invalid=fields["invalid"],
-                base_version=fields["base_version"],
-                based_on=based_on,
-            )
-        except DjangoValidationError as error:
-            if any(e.code == services.STALE for e in getattr(error, "error_list", ())):
-                raise StaleVersion(" ".join(error.messages)) from error
-            raise
+        clustering = _saved(
+            services.clustering_save,
+            prompt=prompt,
+            by=request.user,
+            role=self.role or fields["role"],
+            assignment=fields["assignment"],
+            invalid=fields["invalid"],
+            base_version=fields["base_version"],
+            based_on=based_on,
+        )
         return Response(VersionOutput(clustering).data, status=status.HTTP_201_CREATED)
 
 
@@ -138,6 +145,37 @@ class ClusteringAdjudicateApi(ClusteringListApi):
     @extend_schema(request=AdjudicateInput, responses={201: VersionOutput})
     def post(self, request, slug: str, external_id: str):
         return super().post(request, slug, external_id)
+
+
+class RevertInput(serializers.Serializer):
+    base_version = serializers.IntegerField(min_value=0, help_text="Your lane's current version, as listed.")
+
+
+class ClusteringRevertApi(APIView):
+    """Make an earlier version of your lane current again, as a new version (the workspace's revert)."""
+
+    @extend_schema(request=RevertInput, responses={201: VersionOutput})
+    def post(self, request, slug: str, external_id: str, clustering_id: int):
+        prompt = _prompt(request, slug, external_id)
+        target = get_object_or_404(AnswerClustering, prompt=prompt, pk=clustering_id)
+        data = RevertInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        reverted = _saved(services.clustering_revert, clustering=target, by=request.user, **data.validated_data)
+        return Response(VersionOutput(reverted).data, status=status.HTTP_201_CREATED)
+
+
+class ProposalOutput(serializers.Serializer):
+    proposal = VersionOutput(allow_null=True, help_text="The current proposal; null for a prompt without answers.")
+
+
+class ClusteringProposeApi(APIView):
+    """The engine's proposal for the prompt, made unless the current one covers its answers already
+    (the workspace's "Propose")."""
+
+    @extend_schema(request=None, responses={200: ProposalOutput})
+    def post(self, request, slug: str, external_id: str):
+        proposal = services.clustering_propose(prompt=_prompt(request, slug, external_id))
+        return Response(ProposalOutput({"proposal": proposal}).data)
 
 
 class AnswersExportApi(APIView):

@@ -50,6 +50,16 @@ urlpatterns = [
         clustering.ClusteringAdjudicateApi.as_view(),
         name="clustering-adjudicate",
     ),
+    path(
+        f"{campaign}/answers/<str:external_id>/clusterings/<int:clustering_id>/revert/",
+        clustering.ClusteringRevertApi.as_view(),
+        name="clustering-revert",
+    ),
+    path(
+        f"{campaign}/answers/<str:external_id>/propose/",
+        clustering.ClusteringProposeApi.as_view(),
+        name="answer-propose",
+    ),
     # Before the system pattern, which "leaderboard" would match too.
     path(f"{campaign}/systems/leaderboard/", systems.SystemLeaderboardApi.as_view(), name="systems-leaderboard"),
     path(f"{campaign}/systems/", systems.SystemListApi.as_view(), name="systems"),

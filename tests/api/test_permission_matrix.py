@@ -229,6 +229,17 @@ def bootstrap_run(world) -> None:
     world["kwargs"]["run_id"] = bootstrap_request(campaign=world["campaign"])[0].pk
 
 
+def a_proposal(world) -> None:
+    """An (empty) proposed clustering of the world's prompt p0, as ``W("clustering_id")``."""
+    from audits.models import AnswerClustering
+
+    prompt = world["campaign"].prompts.get(external_id="p0")
+    proposal = AnswerClustering.objects.create(
+        campaign=world["campaign"], prompt=prompt, role="proposal", version=1, assignment={}
+    )
+    world["kwargs"]["clustering_id"] = proposal.pk
+
+
 REVIEW = {"kwargs": {"pk": W("prolific_pk"), "submission_id": W("submission_id")}, "prepare": prolific_publication}
 SYSTEM = {"kwargs": {"name": "matrix"}, "prepare": a_system}
 RULE = {"metric": "straight_lining", "threshold": 0.9, "min_labels": 20, "action": "flag"}
@@ -331,6 +342,20 @@ TABLE: dict[str, list[Probe]] = {
     ],
     "api/v1/campaigns/<slug:slug>/answers/<str:external_id>/clusterings/adjudicate/": [
         managers("POST", 400, kwargs={"external_id": "p0"}, **API)
+    ],
+    "api/v1/campaigns/<slug:slug>/answers/<str:external_id>/clusterings/<int:clustering_id>/revert/": [
+        # the proposal is nobody's to revert: 400, after the permission check
+        managers(
+            "POST",
+            400,
+            kwargs={"external_id": "p0", "clustering_id": W("clustering_id")},
+            data={"base_version": 0},
+            prepare=a_proposal,
+            **API,
+        )
+    ],
+    "api/v1/campaigns/<slug:slug>/answers/<str:external_id>/propose/": [
+        managers("POST", 200, kwargs={"external_id": "p0"}, **API)  # no answers yet: no proposal
     ],
     "api/v1/campaigns/<slug:slug>/invitations/": [
         managers("GET", 200, **API),

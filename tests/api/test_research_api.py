@@ -309,3 +309,33 @@ def test_clustering_refusals_name_the_field_and_change_nothing(free_text, token_
     early = api.post(f"{url}adjudicate/", {"base_version": 0, "assignment": {str(c1): "a"}}, format="json")
     assert "Adjudication starts once" in assert_error(early, 400, "invalid")["message"]
     assert_error(api.get(f"/api/v1/campaigns/{campaign.slug}/answers/nope/clusterings/"), 404, "not_found")
+
+
+def test_clustering_propose_and_revert(free_text, token_api, unchanged):
+    campaign, (c1, c2, t, j), alice, *_ = free_text
+    base = f"/api/v1/campaigns/{campaign.slug}/answers/q1"
+    api = token_api(alice)
+    proposed = api.post(f"{base}/propose/").json()["proposal"]
+    proposal = clustering_selectors.prompt_clusterings(prompt=campaign.prompts.get(external_id="q1")).proposal
+    assert (proposed["id"], proposed["role"], proposed["assignment"]) == (proposal.pk, "proposal", proposal.assignment)
+    assert api.post(f"{base}/propose/").json()["proposal"]["id"] == proposal.pk  # covers the answers already
+
+    v1 = api.post(
+        f"{base}/clusterings/",
+        {"role": "independent", "base_version": 0, "assignment": proposal.assignment, "based_on": proposal.pk},
+        format="json",
+    ).json()
+    one = {str(pk): "drinks" for pk in (c1, c2, t, j)}
+    api.post(f"{base}/clusterings/", {"role": "independent", "base_version": 1, "assignment": one}, format="json")
+    reverted = api.post(f"{base}/clusterings/{v1['id']}/revert/", {"base_version": 2}, format="json")
+    assert reverted.status_code == 201
+    assert (reverted.json()["version"], reverted.json()["assignment"]) == (3, proposal.assignment)
+
+    unchanged()
+    stale = api.post(f"{base}/clusterings/{v1['id']}/revert/", {"base_version": 2}, format="json")
+    assert_error(stale, 409, "stale_version")
+    missing = api.post(f"{base}/clusterings/{v1['id']}/revert/", {}, format="json")
+    assert list(assert_error(missing, 400, "invalid")["fields"]) == ["base_version"]
+    assert_error(
+        api.post(f"{base}/clusterings/{proposal.pk}/revert/", {"base_version": 3}, format="json"), 400, "invalid"
+    )
