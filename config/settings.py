@@ -284,6 +284,10 @@ SPECTACULAR_SETTINGS = {
         "WorkerActionKindEnum": "annotation.models.worker_actions.WorkerAction.Kind",
         "QualityRuleActionEnum": "annotation.models.worker_actions.QualityRule.Action",
         "AuditSnapshotKindEnum": "audits.models.AuditSnapshot.Kind",
+        "GroundTruthRunStatusEnum": "audits.models.GroundTruthRun.Status",
+        "BootstrapRunStatusEnum": "audits.models.BootstrapRun.Status",
+        "ClusteringRoleEnum": "audits.models.AnswerClustering.Role",
+        "ClusteringSaveRoleEnum": ["independent", "adjudicated"],
     },
 }
 

@@ -7,7 +7,17 @@ from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation.api import activity, auth, campaigns, labels, publications, rules, worker_actions, worker_loop
+from annotation.api import (
+    activity,
+    auth,
+    campaigns,
+    invitations,
+    labels,
+    publications,
+    rules,
+    worker_actions,
+    worker_loop,
+)
 from annotation.exporting import FORMATS
 from annotation.services.campaigns import TRANSITIONS
 from annotation.webhooks import api as webhooks
@@ -40,6 +50,8 @@ urlpatterns = [
     path(f"{campaign}/controls/", campaigns.PromptControlsApi.as_view(), name="prompt-controls"),
     path(f"{campaign}/collaborators/", campaigns.CollaboratorListApi.as_view(), name="collaborators"),
     path(f"{campaign}/collaborators/<str:username>/", campaigns.CollaboratorDetailApi.as_view(), name="collaborator"),
+    path(f"{campaign}/invitations/", invitations.InvitationListApi.as_view(), name="invitations"),
+    path(f"{campaign}/invitations/<int:pk>/", invitations.InvitationDetailApi.as_view(), name="invitation"),
     path(f"{campaign}/quality-rules/", rules.QualityRuleListApi.as_view(), name="quality-rules"),
     path(
         f"{campaign}/quality-rules/<int:rule_id>/deactivate/",

@@ -4,7 +4,7 @@ from .accounts import account_create, api_token_get_or_create
 from .assignment import LabelAck, NothingLeft, label_submit, label_void, lease_acquire, lease_heartbeat, lease_release
 from .campaigns import campaign_create, campaign_transition, campaign_update
 from .errors import CampaignStateError, LabelRefused, LeaseRefused, NotLeased, ServiceError
-from .invitations import Acceptance, InvitationTaken, invitation_accept, invitations_create
+from .invitations import Acceptance, InvitationTaken, invitation_accept, invitation_revoke, invitations_create
 from .prompts import prompts_import
 from .sharing import campaign_share, campaign_unshare
 from .workers import worker_for_user, worker_get_or_create
@@ -27,6 +27,7 @@ __all__ = [
     "campaign_unshare",
     "campaign_update",
     "invitation_accept",
+    "invitation_revoke",
     "invitations_create",
     "label_submit",
     "label_void",

@@ -36,10 +36,12 @@ def invitations_create(*, campaign: Campaign, created_by, notes: list[str]) -> l
     """One invitation per note (a name, an e-mail address: whatever tells the researcher who the link is
     for; only the campaign's managers see it)."""
     if not 1 <= len(notes) <= MAX_INVITATIONS_AT_ONCE:
-        raise ServiceError(f"Make 1 to {MAX_INVITATIONS_AT_ONCE} invitations at a time.", code="bad_count")
+        message = f"Make 1 to {MAX_INVITATIONS_AT_ONCE} invitations at a time."
+        raise ServiceError(message, code="bad_count", fields={"notes": message})
     longest = Invitation._meta.get_field("note").max_length
     if any(len(note) > longest for note in notes):
-        raise ServiceError(f"A note has at most {longest} characters.", code="bad_note")
+        message = f"A note has at most {longest} characters."
+        raise ServiceError(message, code="bad_note", fields={"notes": message})
     invitations = [
         Invitation(campaign=campaign, token=get_random_string(24), note=note, created_by=created_by) for note in notes
     ]
@@ -53,6 +55,29 @@ def invitations_create(*, campaign: Campaign, created_by, notes: list[str]) -> l
             actor=created_by,
         )
     return created
+
+
+def invitation_revoke(*, invitation: Invitation) -> None:
+    """Withdraw an unused invitation: its link stops working. An accepted one is refused (409
+    ``invitation_used``): it is its guest's only way back in, and the guest's labels stay theirs.
+
+    The conditional DELETE decides against an acceptance at the same moment, as in
+    :func:`invitation_accept`."""
+    with transaction.atomic(durable=True):
+        deleted, _ = Invitation.objects.filter(pk=invitation.pk, user__isnull=True).delete()
+        if deleted:
+            activity_record(
+                campaign_id=invitation.campaign_id,
+                verb="invitation.revoked",
+                summary=f"Revoked the invitation link for “{invitation.note}”",
+                detail={"invitation_id": invitation.pk, "note": invitation.note},
+            )
+    if not deleted:
+        raise ServiceError(
+            "This invitation has been accepted: its guest signs in with it, so it stays.",
+            code="invitation_used",
+            status=409,
+        )
 
 
 def invitation_accept(*, invitation: Invitation) -> Acceptance:

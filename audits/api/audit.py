@@ -75,7 +75,8 @@ class AuditSnapshotListApi(APIView):
 
 
 class AuditReportApi(APIView):
-    """The latest full audit report: the engine's JSON dict, or its Markdown rendering.
+    """The latest full audit report, as the dashboard's downloads give it (with the alternative ground
+    truths once a researcher asked for them): the JSON dict, or its Markdown rendering.
     404 (code ``not_found``) until a full audit has run."""
 
     fmt: str = ""  # bound in urls.py: json or md
@@ -89,12 +90,13 @@ class AuditReportApi(APIView):
     )
     def get(self, request, slug: str):
         campaign = campaign_for_request(request, slug)
-        snapshot = selectors.latest_snapshot(campaign=campaign, kind=AuditSnapshot.Kind.FULL)
-        if snapshot is None:
+        found = selectors.report_download(campaign=campaign)
+        if found is None:
             raise Http404("No full audit yet.")
+        _, report = found
         if self.fmt == "json":
-            return Response(snapshot.data)
-        return HttpResponse(render_markdown(snapshot.data), content_type=self.MEDIA_TYPES["md"])
+            return Response(report)
+        return HttpResponse(render_markdown(report), content_type=self.MEDIA_TYPES["md"])
 
 
 class AuditRecomputeApi(APIView):

@@ -193,6 +193,14 @@ def bootstrap_summary(*, campaign: Campaign) -> dict:
     }
 
 
+def bootstrap_run(*, campaign: Campaign, run_id: int) -> dict | None:
+    """One bootstrap run of the campaign as the API polls it: the card's fields (progress in
+    ``done_resamples`` of ``resamples``) and, under ``data``, its intervals once done; None when the
+    campaign has no such run."""
+    row = BootstrapRun.objects.filter(campaign=campaign, pk=run_id).values(*_RUN_FIELDS, "data").first()
+    return None if row is None else {**_run_meta(row), "data": row["data"]}
+
+
 # ---------------------------------------------------------------------------------- reproducibility
 def comparable_campaigns(*, campaign: Campaign, user) -> list[Campaign]:
     """The other campaigns ``user`` may see that share prompts with ``campaign`` (by external id), for

@@ -18,12 +18,22 @@ from audits.selectors.clustering import answers_overview, clustering_version
 from audits.selectors.full import full_audit_skip_reason
 from audits.selectors.stats import campaign_totals
 from audits.selectors.tables import agreement_rows, ambiguous_units, worker_table
-from audits.selectors.truths import ground_truths_summary, ground_truths_version
+from audits.selectors.truths import ground_truths_for_report, ground_truths_summary, ground_truths_version
 
 
 # ---------------------------------------------------------------------------------- snapshots
 def latest_snapshot(*, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK) -> AuditSnapshot | None:
     return AuditSnapshot.objects.filter(campaign=campaign, kind=kind).order_by("-watermark").first()
+
+
+def report_download(*, campaign: Campaign) -> tuple[AuditSnapshot, dict] | None:
+    """The latest full snapshot and the report its downloads carry (page and API alike): the engine's
+    report plus, when a researcher asked for them, the alternative ground truths of their own run.
+    None before the first full audit."""
+    snapshot = latest_snapshot(campaign=campaign, kind=AuditSnapshot.Kind.FULL)
+    if snapshot is None:
+        return None
+    return snapshot, {**snapshot.data, **(ground_truths_for_report(campaign=campaign) or {})}
 
 
 def snapshot_history(*, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK, max_points: int = 300) -> list[dict]:

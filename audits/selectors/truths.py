@@ -64,6 +64,14 @@ def ground_truths_summary(*, campaign: Campaign) -> dict | None:
     return out
 
 
+def ground_truths_run(*, campaign: Campaign, run_id: int) -> dict | None:
+    """One run of the campaign as the API polls it: the dashboard's fields (``latest``) and, under
+    ``data``, its whole result once done (per method: the labels, accuracy against gold, …); None
+    when the campaign has no such run."""
+    row = GroundTruthRun.objects.filter(campaign=campaign, pk=run_id).values(*_META, "data").first()
+    return None if row is None else {**_meta(row), "data": row["data"]}
+
+
 def ground_truths_for_report(*, campaign: Campaign) -> dict | None:
     """The newest finished run's whole ``ground_truths`` dict (the report key of ``manage.py audit
     --ground-truth``) with the labels it was computed on, or None."""

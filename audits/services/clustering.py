@@ -27,6 +27,9 @@ from audits.selectors.clustering import (
 )
 
 Role = AnswerClustering.Role
+# The code of the refusal of a save based on anything but the lane's current version (the API answers
+# it 409, naming the rule, where other refusals are 400s).
+STALE = "stale_version"
 
 
 def _locked(prompt: Prompt) -> Prompt:
@@ -106,12 +109,15 @@ def _check_base(*, clusterings, role: str, by, base_version: int | None, based_o
     have = current.version if current is not None else 0
     if (base_version or 0) != have:
         if current is None:
-            raise ValidationError(f"There is no version {base_version} of this clustering: reload the page.")
+            raise ValidationError(
+                f"There is no version {base_version} of this clustering: reload the page.", code=STALE
+            )
         who = f" by {current.author.get_username()}" if current.author_id and current.author_id != by.pk else ""
         raise ValidationError(
             f"Version {have} of this clustering was saved{who} at {current.created_at:%H:%M:%S} UTC after you "
             f"loaded version {base_version or 0}: nothing was saved. Reload the page to see it, then redo "
-            "your changes."
+            "your changes.",
+            code=STALE,
         )
     # Double-blind: an independent clustering starts from the proposal or its own versions only.
     if (

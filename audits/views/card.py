@@ -149,27 +149,34 @@ def card(request, slug):
     return render(request, "audits/card.html", context)
 
 
+EXPORT_FORMATS = {"md": "text/markdown; charset=utf-8", "json": "application/json", "html": "text/html; charset=utf-8"}
+
+
+def card_document(campaign, data: dict, fmt: str) -> HttpResponse:
+    """The card as a download in ``fmt`` (one of ``EXPORT_FORMATS``), for the page's export links and
+    the API's (``audits.api.card``), so both hand out the same file."""
+    if fmt == "json":
+        body = json.dumps(data, indent=2, allow_nan=False)
+    elif fmt == "md":
+        body = render_to_string("audits/card.md", _context(campaign, data))
+    elif fmt == "html":
+        with open(finders.find(EXPORT_CSS), encoding="utf-8") as fh:
+            css = fh.read()
+        body = render_to_string("audits/card_export.html", {**_context(campaign, data), "css": css, "export": True})
+    else:
+        raise Http404("Unknown format: the card exports as .md, .json or .html.")
+    response = HttpResponse(body, content_type=EXPORT_FORMATS[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{campaign.slug}-instrument-card.{fmt}"'
+    return response
+
+
 @login_required
 @csp(EXPORT_POLICY)
 def card_export(request, slug, fmt):
     """The card as Markdown, JSON or one self-contained HTML file (inline CSS and SVG, no scripts, no
     links out: printable, and fit for a paper's appendix)."""
     campaign, data, _ = _card(request, slug)
-    name = f"{campaign.slug}-instrument-card"
-    if fmt == "json":
-        response = HttpResponse(json.dumps(data, indent=2, allow_nan=False), content_type="application/json")
-    elif fmt == "md":
-        body = render_to_string("audits/card.md", _context(campaign, data))
-        response = HttpResponse(body, content_type="text/markdown; charset=utf-8")
-    elif fmt == "html":
-        with open(finders.find(EXPORT_CSS), encoding="utf-8") as fh:
-            css = fh.read()
-        body = render_to_string("audits/card_export.html", {**_context(campaign, data), "css": css, "export": True})
-        response = HttpResponse(body, content_type="text/html; charset=utf-8")
-    else:
-        raise Http404("Unknown format: the card exports as .md, .json or .html.")
-    response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
-    return response
+    return card_document(campaign, data, fmt)
 
 
 @login_required

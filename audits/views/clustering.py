@@ -55,7 +55,11 @@ def answers(request, slug):
 @login_required
 def answers_export(request, slug):
     """The adjudicated clusterings in ProtoQA's crowdsourced JSONL format (its offline scorer reads it)."""
-    campaign = campaign_for_request(request, slug)
+    return answers_document(campaign_for_request(request, slug))
+
+
+def answers_document(campaign) -> HttpResponse:
+    """The ProtoQA JSONL download, for the page's link and the API's (``audits.api.clustering``)."""
     rows = selectors.clusters_export(campaign=campaign)
     body = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     response = HttpResponse(body, content_type="application/jsonl; charset=utf-8")

@@ -15,11 +15,17 @@ from annotation.selectors import campaigns_visible_to
 from audits.selectors import figures
 
 
-def _chosen(request, visible) -> list:
+def requested_slugs(values) -> list[str]:
+    """The slugs asked for, in order and once each: ``values`` are the query's ``campaigns``, each
+    one slug or several joined by commas (the CSV link's form). The API reads them the same way."""
     slugs = []
-    for value in request.GET.getlist("campaigns"):
+    for value in values:
         slugs += [s.strip() for s in value.split(",") if s.strip()]
-    slugs = list(dict.fromkeys(slugs))
+    return list(dict.fromkeys(slugs))
+
+
+def _chosen(request, visible) -> list:
+    slugs = requested_slugs(request.GET.getlist("campaigns"))
     found = {c.slug: c for c in visible.filter(slug__in=slugs)}
     if len(found) != len(slugs):
         raise Http404("No such campaign.")
@@ -32,7 +38,7 @@ def compare(request):
     chosen = _chosen(request, visible)
     rows = figures.compare_rows(campaigns=chosen)
     if request.GET.get("format") == "csv":
-        return _csv(rows)
+        return compare_csv(rows)
     context = {
         "visible": visible,
         "chosen": {c.slug for c in chosen},
@@ -43,7 +49,8 @@ def compare(request):
     return render(request, "audits/compare.html", context)
 
 
-def _csv(rows) -> HttpResponse:
+def compare_csv(rows) -> HttpResponse:
+    """``figures.compare_rows`` as the CSV download, for the page and the API alike."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="chorus-compare.csv"'
     writer = csv.writer(response)

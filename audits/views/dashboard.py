@@ -96,12 +96,11 @@ def guide(request):
 def report_download(request, slug, fmt):
     """The current full audit report, as the engine's JSON dict or its Markdown rendering."""
     campaign = campaign_for_request(request, slug)
-    snapshot = selectors.latest_snapshot(campaign=campaign, kind=AuditSnapshot.Kind.FULL)
-    if snapshot is None:
+    found = selectors.report_download(campaign=campaign)
+    if found is None:
         raise Http404("No full audit yet: press “Recompute now” on the dashboard.")
+    snapshot, report = found
     name = f"{campaign.slug}-audit-{snapshot.watermark}"
-    # The alternative ground truths, when a researcher asked for them, come from their own run.
-    report = {**snapshot.data, **(selectors.ground_truths_for_report(campaign=campaign) or {})}
     if fmt == "json":
         response = HttpResponse(json.dumps(report, indent=2, allow_nan=False), content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{name}.json"'

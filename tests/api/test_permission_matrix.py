@@ -239,6 +239,38 @@ def endpoint_owner(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
     return Probe(method, expect, kwargs=kwargs, prepare=webhook_endpoint, **extra)
 
 
+def an_invitation(world) -> None:
+    """An unused invitation to the world's campaign, as ``W("invitation_pk")``."""
+    invitation = services.invitations_create(campaign=world["campaign"], created_by=None, notes=["matrix"])[0]
+    world["kwargs"]["invitation_pk"] = invitation.pk
+
+
+def ground_truth_run(world) -> None:
+    """A waiting ground-truth run of the world's campaign, as ``W("run_id")`` (never enqueued: the
+    test's transaction does not commit)."""
+    from audits.services import ground_truths_request
+
+    world["kwargs"]["run_id"] = ground_truths_request(campaign=world["campaign"], methods=["majority"])[0].pk
+
+
+def bootstrap_run(world) -> None:
+    """A waiting bootstrap run of the world's campaign, as ``W("run_id")``."""
+    from audits.services import bootstrap_request
+
+    world["kwargs"]["run_id"] = bootstrap_request(campaign=world["campaign"])[0].pk
+
+
+def a_proposal(world) -> None:
+    """An (empty) proposed clustering of the world's prompt p0, as ``W("clustering_id")``."""
+    from audits.models import AnswerClustering
+
+    prompt = world["campaign"].prompts.get(external_id="p0")
+    proposal = AnswerClustering.objects.create(
+        campaign=world["campaign"], prompt=prompt, role="proposal", version=1, assignment={}
+    )
+    world["kwargs"]["clustering_id"] = proposal.pk
+
+
 REVIEW = {"kwargs": {"pk": W("prolific_pk"), "submission_id": W("submission_id")}, "prepare": prolific_publication}
 SYSTEM = {"kwargs": {"name": "matrix"}, "prepare": a_system}
 RULE = {"metric": "straight_lining", "threshold": 0.9, "min_labels": 20, "action": "flag"}
@@ -303,6 +335,70 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/audit/report.json": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/report.md": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/recompute/": [managers("POST", 202, **API)],
+    # the research API: what the audit pages offer, for a token client. A run's result answers 409
+    # until the run is done, which only happens after the permission check passed.
+    "api/v1/campaigns/<slug:slug>/audit/ground-truths/": [
+        managers("POST", 202, data={"methods": ["majority"]}, **API),
+        managers("POST", 400, **API),  # no methods: 400 naming the field
+    ],
+    "api/v1/campaigns/<slug:slug>/audit/ground-truths/<int:run_id>/": [
+        managers("GET", 200, prepare=ground_truth_run, **API)
+    ],
+    "api/v1/campaigns/<slug:slug>/audit/ground-truths/<int:run_id>/result/": [
+        managers("GET", 409, prepare=ground_truth_run, **API)
+    ],
+    "api/v1/campaigns/<slug:slug>/audit/groups/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/audit/figures/": [
+        managers("GET", 404, **API),  # no full audit yet
+        managers("GET", 200, prepare=full_audit, **API),
+    ],
+    "api/v1/campaigns/<slug:slug>/card/": [
+        managers("GET", 200, **API),
+        managers("GET", 200, prepare=full_audit, **API),
+    ],
+    "api/v1/campaigns/<slug:slug>/card.md": [managers("GET", 200, prepare=full_audit, **API)],
+    "api/v1/campaigns/<slug:slug>/card.json": [managers("GET", 200, prepare=full_audit, **API)],
+    "api/v1/campaigns/<slug:slug>/card.html": [managers("GET", 200, prepare=full_audit, **API)],
+    "api/v1/campaigns/<slug:slug>/card/bootstrap/": [managers("POST", 202, **API)],
+    "api/v1/campaigns/<slug:slug>/card/bootstrap/<int:run_id>/": [managers("GET", 200, prepare=bootstrap_run, **API)],
+    "api/v1/campaigns/<slug:slug>/card/bootstrap/<int:run_id>/result/": [
+        managers("GET", 409, prepare=bootstrap_run, **API)
+    ],
+    # as the compare page: every campaign named must be the user's ("alpha" is Alpha's slug); none named: 400
+    "api/v1/compare/": [
+        managers("GET", 200, query={"campaigns": "alpha"}, prepare=full_audit, **API),
+        signed_in("GET", 400, **API),
+    ],
+    "api/v1/compare.csv": [managers("GET", 200, query={"campaigns": "alpha"}, **API), signed_in("GET", 400, **API)],
+    "api/v1/campaigns/<slug:slug>/answers.jsonl": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/answers/<str:external_id>/clusterings/": [
+        managers("GET", 200, kwargs={"external_id": "p0"}, **API),
+        managers("POST", 400, kwargs={"external_id": "p0"}, **API),  # no body: 400 naming the fields
+    ],
+    "api/v1/campaigns/<slug:slug>/answers/<str:external_id>/clusterings/adjudicate/": [
+        managers("POST", 400, kwargs={"external_id": "p0"}, **API)
+    ],
+    "api/v1/campaigns/<slug:slug>/answers/<str:external_id>/clusterings/<int:clustering_id>/revert/": [
+        # the proposal is nobody's to revert: 400, after the permission check
+        managers(
+            "POST",
+            400,
+            kwargs={"external_id": "p0", "clustering_id": W("clustering_id")},
+            data={"base_version": 0},
+            prepare=a_proposal,
+            **API,
+        )
+    ],
+    "api/v1/campaigns/<slug:slug>/answers/<str:external_id>/propose/": [
+        managers("POST", 200, kwargs={"external_id": "p0"}, **API)  # no answers yet: no proposal
+    ],
+    "api/v1/campaigns/<slug:slug>/invitations/": [
+        managers("GET", 200, **API),
+        managers("POST", 201, data={"notes": ["matrix"]}, **API),
+    ],
+    "api/v1/campaigns/<slug:slug>/invitations/<int:pk>/": [
+        managers("DELETE", 204, kwargs={"pk": W("invitation_pk")}, prepare=an_invitation, **API)
+    ],
     "api/v1/campaigns/<slug:slug>/systems/": [
         managers("GET", 200, **API),
         managers("POST", 201, data={"name": "new", "predictions": {"p0": 1}}, **API),
