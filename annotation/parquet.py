@@ -18,8 +18,12 @@ import pyarrow.parquet as pq
 
 CONTENT_TYPE = "application/vnd.apache.parquet"
 #: Rows per row group: large enough for Parquet's column compression and fast scans, small enough
-#: that one group's Python objects (tens of MB at most) are all the memory an export of any size needs.
+#: that one group (about 10 MB of labels in Arrow's form) is all the memory an export of any size needs.
 ROW_GROUP_ROWS = 65_536
+#: Rows turned from Python objects into Arrow columns at a time: a row as a dict of Python values takes
+#: several times its Arrow form (for a label about 900 bytes against 150), so a row group is gathered
+#: in Arrow form, batch by batch.
+BATCH_ROWS = 8_192
 
 # ``object`` is a JSON value of no fixed type (a number, text or a list): stored as its text (below).
 _ARROW_TYPES = {
@@ -64,12 +68,27 @@ def _arrow_column(values: list, kind, field: pa.Field) -> pa.Array:
     return pa.array(values, type=field.type)
 
 
-def _row_group(rows: list[dict], columns: dict[str, object], schema: pa.Schema) -> pa.Table:
+def _record_batch(rows: list[dict], columns: dict[str, object], schema: pa.Schema) -> pa.RecordBatch:
     arrays = [
         _arrow_column([row[name] for row in rows], _column_type(columns[name])[0], schema.field(name))
         for name in columns
     ]
-    return pa.Table.from_arrays(arrays, schema=schema)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _row_groups(rows: Iterable[dict], columns: dict[str, object], schema: pa.Schema, size: int) -> Iterator[pa.Table]:
+    """The rows as tables of ``size`` rows (the last one shorter), each gathered from record batches of
+    at most BATCH_ROWS rows: the rows' Python objects are dropped batch by batch, not held for a group."""
+    rows = iter(rows)
+    batches, n = [], 0
+    while batch := list(islice(rows, min(BATCH_ROWS, size - n))):
+        batches.append(_record_batch(batch, columns, schema))
+        n += len(batch)
+        if n == size:
+            yield pa.Table.from_batches(batches, schema=schema)
+            batches, n = [], 0
+    if batches:
+        yield pa.Table.from_batches(batches, schema=schema)
 
 
 class _Drain:
@@ -100,9 +119,8 @@ def parquet_chunks(
     schema = parquet_schema(columns)
     sink = _Drain()
     writer = pq.ParquetWriter(sink, schema)
-    rows = iter(rows)
-    while group := list(islice(rows, row_group_rows)):
-        writer.write_table(_row_group(group, columns, schema))
+    for table in _row_groups(rows, columns, schema, row_group_rows):
+        writer.write_table(table, row_group_size=row_group_rows)
         yield sink.take()
     writer.close()
     yield sink.take()

@@ -263,10 +263,12 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/labels/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/labels.csv": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/labels.jsonl": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/labels.parquet": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/audit/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/audit/snapshots/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/audit/report.json": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/report.md": [managers("GET", 200, prepare=full_audit, **API)],
+    "api/v1/campaigns/<slug:slug>/audit/report.parquet": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/recompute/": [managers("POST", 202, **API)],
     "api/v1/campaigns/<slug:slug>/systems/": [
         managers("GET", 200, **API),
