@@ -1,11 +1,12 @@
-"""Writing a campaign's labels as CSV or JSONL, one text chunk at a time (web download, API, CLI).
+"""Writing a campaign's labels as CSV, JSONL or Parquet, one chunk at a time (web download, API, CLI).
 
-The rows and their columns come from ``label_export_rows`` / ``EXPORT_FIELDS``; this module only
-encodes them. Two options change the content:
+The rows and their columns come from ``label_export_rows`` / ``EXPORT_COLUMNS``; this module only
+encodes them. CSV and JSONL come as text chunks, Parquet as bytes: one row group at a time, typed by
+``EXPORT_COLUMNS`` (``annotation.parquet``). Two options change the content:
 
 * CSV cells that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first) get
-  a leading ``'`` (OWASP "CSV injection"); plain numbers such as ``-1`` stay numbers. JSONL is data
-  for programs and is written as is.
+  a leading ``'`` (OWASP "CSV injection"); plain numbers such as ``-1`` stay numbers. JSONL and
+  Parquet are data for programs and are written as is.
 * ``pseudonymize`` replaces worker ids by a keyed HMAC of the id (key: SECRET_KEY), so a shared file
   keeps who-labeled-what structure without naming anyone; the same worker gets the same pseudonym.
 
@@ -21,14 +22,18 @@ from collections.abc import Iterable, Iterator
 from django.http import StreamingHttpResponse
 from django.utils.crypto import salted_hmac
 
+from annotation import parquet
 from annotation.models import Campaign
-from annotation.selectors import EXPORT_FIELDS, label_export_rows
+from annotation.selectors import EXPORT_COLUMNS, EXPORT_FIELDS, label_export_rows
 from annotation.services.activity import activity_record
 
 FORMATS = {
     "csv": "text/csv; charset=utf-8",
     "jsonl": "application/x-ndjson; charset=utf-8",
+    "parquet": parquet.CONTENT_TYPE,
 }
+#: The formats whose chunks are bytes, not text (a file for them is opened in binary mode).
+BINARY_FORMATS = frozenset({"parquet"})
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _PSEUDONYMIZE_ON = frozenset({"1", "true", "yes", "on"})
@@ -58,7 +63,7 @@ def export_rows(*, campaign: Campaign, pseudonymize: bool = False, labels=None) 
 def neutralise_cell(value) -> str:
     """The CSV text of one cell, defused if a spreadsheet would read it as a formula."""
     # A free-text control's gold is a list of accepted answers: JSON, not Python's repr of a list.
-    text = "" if value is None else json.dumps(value, ensure_ascii=False) if isinstance(value, list) else str(value)
+    text = parquet.json_text(value) or ""
     if text.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
         return "'" + text
     return text
@@ -83,12 +88,21 @@ def jsonl_chunks(rows: Iterable[dict]) -> Iterator[str]:
         yield json.dumps({field: row[field] for field in EXPORT_FIELDS}, ensure_ascii=False) + "\n"
 
 
-def export_chunks(*, campaign: Campaign, fmt: str, pseudonymize: bool = False, labels=None) -> Iterator[str]:
-    """The export as text chunks, in ``fmt`` (a key of FORMATS); ``labels`` as for ``export_rows``."""
+def parquet_chunks(rows: Iterable[dict]) -> Iterator[bytes]:
+    return parquet.parquet_chunks(rows, EXPORT_COLUMNS)
+
+
+_ENCODERS = {"csv": csv_chunks, "jsonl": jsonl_chunks, "parquet": parquet_chunks}
+
+
+def export_chunks(
+    *, campaign: Campaign, fmt: str, pseudonymize: bool = False, labels=None
+) -> Iterator[str] | Iterator[bytes]:
+    """The export in ``fmt`` (a key of FORMATS): text chunks, or bytes for BINARY_FORMATS; ``labels``
+    as for ``export_rows``."""
     if fmt not in FORMATS:
         raise ValueError(f"Unknown export format {fmt!r}; use one of {', '.join(FORMATS)}.")
-    rows = export_rows(campaign=campaign, pseudonymize=pseudonymize, labels=labels)
-    return csv_chunks(rows) if fmt == "csv" else jsonl_chunks(rows)
+    return _ENCODERS[fmt](export_rows(campaign=campaign, pseudonymize=pseudonymize, labels=labels))
 
 
 def export_filename(campaign: Campaign, fmt: str) -> str:

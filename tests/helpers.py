@@ -7,6 +7,7 @@ import itertools
 import json
 from dataclasses import dataclass
 
+import pandas as pd
 from django.conf import settings
 from django.test import Client
 from django.urls import reverse
@@ -500,3 +501,20 @@ def upload_prompts(client, campaign, data: bytes, filename: str):
     file = io.BytesIO(data)
     file.name = filename
     return client.post(f"/api/v1/campaigns/{campaign.slug}/prompts/", {"file": file}, format="multipart")
+
+
+def csv_export_typed(text: str) -> pd.DataFrame:
+    """A CSV labels export read by pandas and typed as the Parquet export's columns are (empty cells:
+    missing), with the CSV's formula defusing undone: the Parquet export is compared with it."""
+    frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    # CSV defuses a formula-like cell for spreadsheets (a leading '); Parquet, data for programs, does not.
+    frame = frame.replace(r"^'(?=[=+\-@\t\r])", "", regex=True)
+    for column in ("created_at", "leased_at"):
+        frame[column] = pd.to_datetime(frame[column], utc=True).astype("datetime64[us, UTC]")
+    for column in ("control", "excluded"):
+        frame[column] = frame[column].map({"True": True, "False": False}).astype(bool)
+    frame["time_spent_s"] = frame["time_spent_s"].astype("float64")
+    frame["label_id"] = frame["label_id"].astype("int64")
+    frame["final_k"] = pd.to_numeric(frame["final_k"].replace("", None))
+    frame["gold"] = frame["gold"].replace("", None)
+    return frame

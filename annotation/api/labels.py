@@ -1,4 +1,5 @@
-"""Labels out: a researcher's export (paginated JSON, or a streamed CSV/JSONL file) and a worker's own labels.
+"""Labels out: a researcher's export (paginated JSON, or a streamed CSV, JSONL or Parquet file) and a
+worker's own labels.
 
 All of it goes through ``annotation.exporting`` (the same rows, pseudonyms and formula defusing as
 the web download).
@@ -12,6 +13,7 @@ from rest_framework.views import APIView
 
 from annotation import selectors, services
 from annotation.exporting import (
+    BINARY_FORMATS,
     FORMATS,
     PSEUDONYMIZE_HELP,
     ExportOptionError,
@@ -110,7 +112,12 @@ class LabelExportApi(APIView):
 
     @extend_schema(
         parameters=[LabelFilters],
-        responses={(200, media.split(";")[0]): OpenApiResponse(OpenApiTypes.STR) for media in FORMATS.values()},
+        responses={
+            (200, media.split(";")[0]): OpenApiResponse(
+                OpenApiTypes.BINARY if fmt in BINARY_FORMATS else OpenApiTypes.STR
+            )
+            for fmt, media in FORMATS.items()
+        },
     )
     def get(self, request, slug: str):
         campaign = campaign_for_request(request, slug)

@@ -28,7 +28,7 @@ from .campaigns import (
     invitations_of,
 )
 from .invariants import VIOLATIONS_NAMED, invariant_violations
-from .labels import EXPORT_FIELDS, campaign_labels, label_export_rows
+from .labels import EXPORT_COLUMNS, EXPORT_FIELDS, campaign_labels, label_export_rows
 from .workers import (
     LiveLeases,
     WorkerProgress,
@@ -46,6 +46,7 @@ __all__ = [
     "BLOCKED",
     "BLOCKED_REASON",
     "CAP_REACHED",
+    "EXPORT_COLUMNS",
     "EXPORT_FIELDS",
     "VIOLATIONS_NAMED",
     "CampaignStopPlan",

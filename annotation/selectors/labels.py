@@ -1,28 +1,35 @@
 """Reads on a campaign's labels: the counted ones, filtered for the API, and the rows of a labels file."""
 
+from datetime import datetime
+
 from django.db.models import OuterRef, QuerySet
 
 from annotation.models import Campaign, Label, Participation, Slot
 from annotation.models.workers import public_worker_id_parse
 from annotation.selectors.invariants import _count_of
 
-EXPORT_FIELDS = [
-    "worker",
-    "prompt",
-    "value",
-    "gold",
-    "group",
-    "created_at",
-    "leased_at",
-    "time_spent_s",
-    "campaign",
-    "label_id",
-    "prompt_text",
-    "control",
-    "excluded",
-    "final_k",
-    "k_rule",
-]
+#: The labels file's columns, in order, with the type of each one's values (``| None``: may be empty).
+#: The typed formats (Parquet) take their schema from here. Times are ISO 8601 text in the rows and
+#: timestamps in a typed file; ``value`` and ``gold`` are JSON values (``object``), since one column
+#: holds a binary, rating or free-text answer depending on the campaign (and a free-text gold is a list).
+EXPORT_COLUMNS: dict[str, object] = {
+    "worker": str,
+    "prompt": str,
+    "value": object,
+    "gold": object | None,
+    "group": str,
+    "created_at": datetime,
+    "leased_at": datetime,
+    "time_spent_s": float,
+    "campaign": str,
+    "label_id": int,
+    "prompt_text": str,
+    "control": bool,
+    "excluded": bool,
+    "final_k": int | None,
+    "k_rule": str,
+}
+EXPORT_FIELDS = list(EXPORT_COLUMNS)
 
 
 def campaign_labels(*, campaign: Campaign, worker: str = "", prompt: str = "", since=None) -> QuerySet[Label]:

@@ -14,6 +14,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation import parquet
 from annotation.permissions import campaign_for_request
 from audits import selectors, services
 from audits.engine.markdown import render_markdown
@@ -76,16 +77,17 @@ class AuditSnapshotListApi(APIView):
 
 class AuditReportApi(APIView):
     """The latest full audit report, as the dashboard's downloads give it (with the alternative ground
-    truths once a researcher asked for them): the JSON dict, or its Markdown rendering.
-    404 (code ``not_found``) until a full audit has run."""
+    truths once a researcher asked for them): the JSON dict, its Markdown rendering, or its Parquet form
+    (one row per value, addressed by its JSON Pointer). 404 (code ``not_found``) until a full audit has run."""
 
-    fmt: str = ""  # bound in urls.py: json or md
-    MEDIA_TYPES = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
+    fmt: str = ""  # bound in urls.py: json, md or parquet
+    MEDIA_TYPES = {"json": "application/json", "md": "text/markdown; charset=utf-8", "parquet": parquet.CONTENT_TYPE}
 
     @extend_schema(
         responses={
             (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT),
             (200, "text/markdown"): OpenApiResponse(OpenApiTypes.STR),
+            (200, parquet.CONTENT_TYPE): OpenApiResponse(OpenApiTypes.BINARY),
         }
     )
     def get(self, request, slug: str):
@@ -96,6 +98,8 @@ class AuditReportApi(APIView):
         _, report = found
         if self.fmt == "json":
             return Response(report)
+        if self.fmt == "parquet":
+            return HttpResponse(selectors.report_parquet(report), content_type=self.MEDIA_TYPES["parquet"])
         return HttpResponse(render_markdown(report), content_type=self.MEDIA_TYPES["md"])
 
 

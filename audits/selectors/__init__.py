@@ -16,7 +16,7 @@ functions are re-exported here, so ``audits.selectors.<function>`` names each of
 from .card import bootstrap_summary, comparable_campaigns, instrument_card
 from .clustering import answers_overview, clustering_version, clusters_export, prompt_clusterings
 from .feed import audit_status, dashboard_data, dashboard_version, latest_snapshot, report_download, snapshot_history
-from .full import campaign_label_matrix, full_audit_due, full_report_data, unit_name
+from .full import campaign_label_matrix, full_audit_due, full_report_data, report_parquet, unit_name
 from .stats import (
     LabelStats,
     Totals,
@@ -70,6 +70,7 @@ __all__ = [
     "quick_audit_data",
     "quick_audit_read",
     "report_download",
+    "report_parquet",
     "rule_decisions",
     "scaled_value_names",
     "snapshot_history",

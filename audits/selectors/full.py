@@ -1,5 +1,5 @@
 """The full audit's reads: the campaign's label matrix, whether the full audit is due again, and the
-engine's report on the matrix."""
+engine's report on the matrix (and its Parquet form)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from django.utils import timezone
 from annotation.models import Campaign, Label, Prompt, Worker
 from annotation.models.prompts import OPTION_BASE
 from annotation.models.workers import public_worker_id
+from annotation.parquet import parquet_chunks
 from audits.conf import audit_setting
 from audits.engine.matrix import LabelMatrix
 from audits.engine.report import full_report
+from audits.engine.report_table import REPORT_COLUMNS, report_rows
 from audits.models import AuditSnapshot
 
 #: Why a free-text campaign has no full audit: its labels are answers, not numbers on a scale, so
@@ -150,3 +152,9 @@ def full_report_data(*, campaign: Campaign, matrix: LabelMatrix, watermark: int)
     ).to_dict()
     report["computed_on"]["watermark"] = watermark
     return report
+
+
+def report_parquet(report: dict) -> bytes:
+    """A report dict as a Parquet file: one row per leaf (``audits.engine.report_table``). Built whole,
+    not streamed: a report is small, and a file of known length can be served with its size."""
+    return b"".join(parquet_chunks(report_rows(report), REPORT_COLUMNS))

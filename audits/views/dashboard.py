@@ -17,6 +17,7 @@ from django.utils.cache import get_conditional_response, quote_etag
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from annotation import parquet
 from annotation.models import Campaign
 from annotation.permissions import campaign_for_request
 from audits import selectors, services
@@ -94,7 +95,8 @@ def guide(request):
 
 @login_required
 def report_download(request, slug, fmt):
-    """The current full audit report, as the engine's JSON dict or its Markdown rendering."""
+    """The current full audit report, as the engine's JSON dict, its Markdown rendering or its Parquet
+    form (one row per value, ``report_parquet``)."""
     campaign = campaign_for_request(request, slug)
     found = selectors.report_download(campaign=campaign)
     if found is None:
@@ -107,6 +109,9 @@ def report_download(request, slug, fmt):
     elif fmt == "md":
         response = HttpResponse(render_markdown(report), content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}.md"'
+    elif fmt == "parquet":
+        response = HttpResponse(selectors.report_parquet(report), content_type=parquet.CONTENT_TYPE)
+        response["Content-Disposition"] = f'attachment; filename="{name}.parquet"'
     else:
         raise Http404("Unknown format.")
     return response

@@ -240,6 +240,7 @@
       " labels, computed in " + fmt(f.duration_ms / 1000, 1) + " s." : "No full audit yet (accuracy, filters, agreement).");
     $("download-json").hidden = !f;
     $("download-md").hidden = !f;
+    $("download-parquet").hidden = !f;
   }
 
   function drawNumbers(quick) {

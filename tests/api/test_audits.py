@@ -1,5 +1,9 @@
 """The audit endpoints: what the dashboard shows, snapshot history, reports, recompute; managers only."""
 
+import io
+
+import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from annotation import services
@@ -69,6 +73,26 @@ def test_snapshot_history_and_report(audited, researcher, api):
     assert "kind" in assert_error(client.get(f"{base}/snapshots/?kind=everything"), 400, "invalid")["fields"]
 
 
+def test_the_report_as_parquet_holds_every_value_of_the_json_report(audited, researcher, api):
+    campaign, _ = audited
+    response = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/audit/report.parquet")
+    assert response.status_code == 200 and response["Content-Type"] == "application/vnd.apache.parquet"
+    table = pq.read_table(io.BytesIO(response.content))
+    assert {field.name: str(field.type) for field in table.schema} == {
+        "section": "string",
+        "path": "string",
+        "number": "double",
+        "text": "string",
+        "flag": "bool",
+    }
+    report = AuditSnapshot.objects.get(campaign=campaign, kind="full").data
+    frame = pd.read_parquet(io.BytesIO(response.content)).set_index("path")
+    assert frame.loc["/n_labels", "number"] == report["n_labels"] == 18
+    assert frame.loc["/computed_on/campaign", "text"] == campaign.slug
+    assert frame.loc["/accuracy/0/worker", "text"] == report["accuracy"][0]["worker"]
+    assert list(frame["section"].unique()) == [key for key in report if report[key] not in ({}, [])]
+
+
 def test_no_report_before_a_full_audit(make_campaign, researcher, api):
     campaign = make_campaign(2)
     assert_error(api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/audit/report.json"), 404, "not_found")
@@ -83,6 +107,6 @@ def test_recompute_is_queued(audited, researcher, api):
 def test_workers_never_see_the_audit(audited, api):
     campaign, workers = audited
     client = api(workers[0].user)
-    for path in ("", "snapshots/", "report.json", "report.md"):
+    for path in ("", "snapshots/", "report.json", "report.md", "report.parquet"):
         assert_error(client.get(f"/api/v1/campaigns/{campaign.slug}/audit/{path}"), 404, "not_found")
     assert_error(client.post(f"/api/v1/campaigns/{campaign.slug}/audit/recompute/"), 404, "not_found")

@@ -5,13 +5,14 @@ import io
 import json
 from datetime import timedelta
 
+import pandas as pd
 import pytest
 from django.utils import timezone
 
 from annotation import services
 from annotation.exporting import pseudonym
 from annotation.models import Label
-from tests.helpers import assert_error, label_all
+from tests.helpers import assert_error, csv_export_typed, label_all
 
 pytestmark = [pytest.mark.django_db]
 
@@ -112,6 +113,23 @@ def test_jsonl_export_keeps_the_data_as_is(labeled, researcher, api):
     assert {r["prompt_text"] for r in rows if r["prompt"] == "p0"} == {'=HYPERLINK("http://evil")'}
 
 
+def test_the_api_streams_parquet_to_a_token_client_with_the_csv_filters(labeled, researcher, api):
+    campaign, workers = labeled
+    token = api().post("/api/v1/auth/token/", {"username": researcher.username, "password": "pw-for-tests-123"})
+    client = api()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.json()['token']}")
+    base = f"/api/v1/campaigns/{campaign.slug}/labels"
+    query = {"worker": workers[1].public_id, "pseudonymize": "yes"}
+    response = client.get(f"{base}.parquet", query)
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"] == "application/vnd.apache.parquet"
+    frame = pd.read_parquet(io.BytesIO(b"".join(response.streaming_content)))
+    assert set(frame.loc[frame["prompt"] == "p0", "group"]) == {"@SUM(A1)"}  # not defused: data for programs
+    as_csv = b"".join(client.get(f"{base}.csv", query).streaming_content).decode()
+    assert len(frame) == 3 and set(frame["worker"]) == {pseudonym(workers[1].public_id)}
+    pd.testing.assert_frame_equal(frame, csv_export_typed(as_csv))
+
+
 @pytest.mark.parametrize(
     "flag, pseudonymized",
     [
@@ -139,7 +157,7 @@ def test_the_pseudonymize_flag_follows_the_web_rules(labeled, researcher, api, p
 
 
 @pytest.mark.parametrize("flag", ["t", "y", "f", "2", "ture"])
-@pytest.mark.parametrize("path", ["labels/", "labels.csv", "labels.jsonl"])
+@pytest.mark.parametrize("path", ["labels/", "labels.csv", "labels.jsonl", "labels.parquet"])
 def test_an_unknown_pseudonymize_flag_is_a_400(labeled, researcher, api, path, flag):
     campaign, _ = labeled
     response = api(researcher).get(f"/api/v1/campaigns/{campaign.slug}/{path}", {"pseudonymize": flag})
@@ -156,5 +174,5 @@ def test_a_worker_sees_only_their_own_labels_and_no_gold(labeled, api):
         Label.objects.filter(worker=workers[0]).order_by("id").values_list("id", flat=True)
     )
     assert all(set(r) == {"label_id", "prompt", "value", "created_at"} and r["value"] == 0 for r in rows)
-    for path in ("labels/", "labels.csv", "labels.jsonl", ""):
+    for path in ("labels/", "labels.csv", "labels.jsonl", "labels.parquet", ""):
         assert_error(client.get(f"/api/v1/campaigns/{campaign.slug}/{path}"), 404, "not_found")

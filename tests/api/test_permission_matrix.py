@@ -330,10 +330,12 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/labels/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/labels.csv": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/labels.jsonl": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/labels.parquet": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/audit/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/audit/snapshots/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/audit/report.json": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/report.md": [managers("GET", 200, prepare=full_audit, **API)],
+    "api/v1/campaigns/<slug:slug>/audit/report.parquet": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/recompute/": [managers("POST", 202, **API)],
     # the research API: what the audit pages offer, for a token client. A run's result answers 409
     # until the run is done, which only happens after the permission check passed.

@@ -14,6 +14,7 @@ import audits.engine.glossary
 import audits.engine.matrix
 import audits.engine.noise
 import audits.engine.partitions
+import audits.engine.report_table
 
 
 @pytest.mark.parametrize(
@@ -28,6 +29,7 @@ import audits.engine.partitions
         audits.engine.agreement,
         audits.engine.flags,
         audits.engine.glossary,
+        audits.engine.report_table,
     ],
     ids=lambda m: m.__name__,
 )

@@ -90,6 +90,9 @@ def test_the_report_downloads_are_the_engine_report_and_its_markdown(client, aud
     assert as_json.json()["n_labels"] == 8 and as_json.json()["computed_on"]["watermark"] == 8
     as_md = client.get(reverse("audit_report", args=[audited.slug, "md"]))
     assert as_md.content.decode() == render_markdown(full.data)
+    as_parquet = client.get(reverse("audit_report", args=[audited.slug, "parquet"]))
+    assert as_parquet["Content-Disposition"].endswith('-audit-8.parquet"')
+    assert as_parquet.content == selectors.report_parquet(full.data)
     assert client.get(reverse("audit_report", args=[audited.slug, "pdf"])).status_code == 404
 
 
