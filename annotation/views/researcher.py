@@ -118,11 +118,11 @@ PREVIEW_MAX_AGE = 3600
 @login_required
 @require_POST
 def campaign_import(request, slug):
-    """Two steps: a file's upload shows what it would import (``prompts_preview``, from the parser the
-        import uses); the preview's "Import" button posts the file back (``upload``, signed) and imports it,
-        all or nothing as ever. A file whose signed copy would not fit a form's body (``too_big_to_carry``)
-        is chosen again on the preview page and imported as posted (``confirm=import``). The preview refuses
-    what the import would (``prompts_check``); the import checks again, since the campaign may have changed."""
+    """Two steps: a file's upload shows what it would import (``prompts_preview`` of ``prompts_check``'s
+    rows: the import's parser and refusals), changing nothing; the preview's "Import" button posts the
+    file back (``upload``, signed) and imports it, all or nothing as ever, checked again since the
+    campaign may have changed meanwhile. A file whose signed copy would not fit a form's body is chosen
+    again on the preview page and imported as posted (``confirm=import``)."""
     campaign = campaign_for_request(request, slug)
     if "upload" in request.POST:
         try:
