@@ -170,3 +170,14 @@ def test_a_file_too_large_to_carry_is_chosen_again_and_imported_as_sent(research
     assert response.context["upload"] is None and b"choose it again" in response.content
     response = _upload(researcher_client, binary_draft, data=data, confirm="import")
     assert response.status_code == 302 and binary_draft.prompts.count() == 202
+
+
+def test_a_viewer_sees_the_confirmation_page_without_its_button(client, binary_draft, make_user):
+    viewer = make_user("viewer")
+    services.campaign_share(campaign=binary_draft, username="viewer", role="viewer")
+    client.force_login(viewer)
+    url = reverse("import_remove", args=[binary_draft.slug, binary_draft.imports.get().pk])
+    page = client.get(url)
+    assert page.status_code == 200 and b"Remove these 2 prompts" not in page.content
+    assert client.post(url, {"confirm": "remove"}).status_code == 403
+    assert binary_draft.prompts.count() == 2
