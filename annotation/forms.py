@@ -193,6 +193,12 @@ class PromptUploadForm(forms.Form):
         return upload
 
 
+class CampaignCopyForm(forms.Form):
+    title = forms.CharField(
+        max_length=200, required=False, label="Title of the new campaign", help_text="Empty: “Copy of” this one's."
+    )
+
+
 class CollaboratorForm(forms.Form):
     """A username, as the sharing services take it. Alone it checks the shape only (length, no NUL
     characters), as for the username in a remove link; ``CollaboratorAddForm`` adds the duplicate check."""

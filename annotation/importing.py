@@ -270,3 +270,27 @@ def parse_prompts(data: bytes, *, filename: str, schema: LabelSchema, max_bytes:
     if not rows:
         raise PromptFileError([(0, "the file holds no prompts")])
     return rows
+
+
+@dataclass(frozen=True)
+class PromptFilePreview:
+    """What a valid file would import, shown before anything is: counts, and its first rows."""
+
+    n_prompts: int
+    n_gold: int
+    n_controls: int
+    n_groups: int
+    first_rows: list[PromptRow]
+
+
+PREVIEW_ROWS = 5
+
+
+def prompts_preview(rows: list[PromptRow]) -> PromptFilePreview:
+    return PromptFilePreview(
+        n_prompts=len(rows),
+        n_gold=sum(row.gold is not None for row in rows),
+        n_controls=sum(row.is_control for row in rows),
+        n_groups=len({row.group for row in rows if row.group}),
+        first_rows=rows[:PREVIEW_ROWS],
+    )

@@ -7,6 +7,7 @@ are staff); sharing goes through ``campaign_for_owner``.
 import json
 
 from django.conf import settings
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -17,7 +18,7 @@ from annotation import selectors, services
 from annotation.api.exceptions import PayloadTooLarge
 from annotation.api.parsers import BoundedJSONParser, BoundedMultiPartParser
 from annotation.importing import upload_too_large_message
-from annotation.models import Campaign, Collaboration
+from annotation.models import Campaign, Collaboration, ImportBatch
 from annotation.models.campaigns import MAX_ANCHOR_LENGTH, MAX_SCALE_POINTS
 from annotation.permissions import CREATE_REFUSAL, campaign_for_owner, campaign_for_request, may_create_campaigns
 from annotation.services.campaigns import EDITABLE_FIELDS
@@ -157,6 +158,50 @@ class PromptImportApi(APIView):
             content, filename = _jsonl(request.data), "request.jsonl"
         batch = services.prompts_import(campaign=campaign, data=content, filename=filename, user=request.user)
         return Response(self.OutputSerializer(batch).data, status=status.HTTP_201_CREATED)
+
+
+class ImportOutput(serializers.ModelSerializer):
+    class Meta:
+        model = ImportBatch
+        fields = ["id", "filename", "n_prompts", "created_at", "sha256"]
+        read_only_fields = fields
+
+
+class ImportListApi(APIView):
+    """The campaign's imports, newest first."""
+
+    @extend_schema(responses={200: ImportOutput(many=True)})
+    def get(self, request, slug: str):
+        campaign = campaign_for_request(request, slug)
+        return Response(ImportOutput(campaign.imports.order_by("-created_at", "-pk"), many=True).data)
+
+
+class ImportDetailApi(APIView):
+    """Remove an import whole (``import_remove``): only in a campaign never launched, else 409."""
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, slug: str, import_id: int):
+        campaign = campaign_for_request(request, slug)
+        services.import_remove(campaign=campaign, batch=get_object_or_404(campaign.imports, pk=import_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CampaignCopyApi(APIView):
+    """A new draft of yours with this campaign's settings and prompts (``campaign_copy``). Whoever sees
+    the campaign (a viewer too: copying changes nothing in it) and may create campaigns can copy it."""
+
+    class InputSerializer(serializers.Serializer):
+        title = serializers.CharField(max_length=200, required=False, help_text="Default: “Copy of <title>”.")
+
+    @extend_schema(request=InputSerializer, responses={201: CampaignOutput})
+    def post(self, request, slug: str):
+        source = selectors.campaign_for_user(user=request.user, slug=slug)
+        if not may_create_campaigns(request.user):
+            raise PermissionDenied(CREATE_REFUSAL)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        campaign = services.campaign_copy(campaign=source, owner=request.user, **data.validated_data)
+        return Response(CampaignOutput(campaign).data, status=status.HTTP_201_CREATED)
 
 
 def _jsonl(rows) -> bytes:

@@ -2,10 +2,10 @@
 
 from .accounts import account_create, api_token_get_or_create
 from .assignment import LabelAck, NothingLeft, label_submit, label_void, lease_acquire, lease_heartbeat, lease_release
-from .campaigns import campaign_create, campaign_transition, campaign_update
+from .campaigns import campaign_copy, campaign_create, campaign_transition, campaign_update
 from .errors import CampaignStateError, LabelRefused, LeaseRefused, NotLeased, ServiceError
 from .invitations import Acceptance, InvitationTaken, invitation_accept, invitation_revoke, invitations_create
-from .prompts import prompts_import
+from .prompts import import_remove, prompts_check, prompts_import
 from .sharing import campaign_share, campaign_unshare
 from .workers import worker_for_user, worker_get_or_create
 
@@ -21,11 +21,13 @@ __all__ = [
     "ServiceError",
     "account_create",
     "api_token_get_or_create",
+    "campaign_copy",
     "campaign_create",
     "campaign_share",
     "campaign_transition",
     "campaign_unshare",
     "campaign_update",
+    "import_remove",
     "invitation_accept",
     "invitation_revoke",
     "invitations_create",
@@ -34,6 +36,7 @@ __all__ = [
     "lease_acquire",
     "lease_heartbeat",
     "lease_release",
+    "prompts_check",
     "prompts_import",
     "worker_for_user",
     "worker_get_or_create",

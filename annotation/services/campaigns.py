@@ -5,9 +5,10 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 from django.utils.text import slugify
 
-from annotation.models import Campaign
+from annotation.models import Campaign, ImportBatch
 from annotation.services.activity import activity_record
 from annotation.services.errors import CampaignStateError
+from annotation.services.prompts import prompts_create
 from annotation.signals import campaign_status_changed
 from audits.hook import audit_stats_invalidate
 
@@ -72,12 +73,19 @@ def _plain(value):
     return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else str(value)
 
 
-def campaign_create(*, owner, title: str, **fields) -> Campaign:
+def _campaign_new(*, owner, title: str, fields: dict) -> Campaign:
+    """A new draft, validated as the model validates it; unsaved, so that its caller saves it in its own
+    transaction (``campaign_create``, ``campaign_copy``)."""
     unknown = set(fields) - EDITABLE_FIELDS
     if unknown:
-        raise TypeError(f"campaign_create() got unknown fields: {', '.join(sorted(unknown))}")
+        raise TypeError(f"unknown campaign fields: {', '.join(sorted(unknown))}")
     campaign = Campaign(owner=owner, title=title, slug=_unique_slug(title), **fields)
     campaign.full_clean()
+    return campaign
+
+
+def campaign_create(*, owner, title: str, **fields) -> Campaign:
+    campaign = _campaign_new(owner=owner, title=title, fields=fields)
     with transaction.atomic(durable=True):
         campaign.save()
         activity_record(
@@ -88,6 +96,36 @@ def campaign_create(*, owner, title: str, **fields) -> Campaign:
             actor=owner,
         )
     return campaign
+
+
+def campaign_copy(*, campaign: Campaign, owner, title: str | None = None) -> Campaign:
+    """A new draft of ``owner`` with ``campaign``'s settings (every editable field; the title unless
+    ``title`` is given) and prompts: text, options, gold, group, control flag and external ids, one
+    import per import of the source (same file name and digest, so the copy refuses that file again
+    like its source). Not its labels, workers, collaborators or publications. Who may copy what is
+    the caller's check (annotation.permissions)."""
+    fields = {name: getattr(campaign, name) for name in EDITABLE_FIELDS - {"title"}}
+    title = (title or f"Copy of {campaign.title}")[: Campaign._meta.get_field("title").max_length]
+    copy = _campaign_new(owner=owner, title=title, fields=fields)
+    with transaction.atomic(durable=True):
+        copy.save()
+        for batch in campaign.imports.order_by("pk"):
+            new_batch = ImportBatch.objects.create(
+                campaign=copy,
+                filename=batch.filename,
+                sha256=batch.sha256,
+                n_prompts=batch.n_prompts,
+                created_by=owner,
+            )
+            prompts_create(campaign=copy, batch=new_batch, rows=batch.prompts.order_by("pk").iterator())
+        activity_record(
+            campaign=copy,
+            verb="campaign.copied",
+            summary=f"Copied from {campaign.slug}",
+            detail={"source": campaign.slug, "n_prompts": copy.prompts.count()},
+            actor=owner,
+        )
+    return copy
 
 
 def campaign_update(*, campaign: Campaign, **fields) -> Campaign:

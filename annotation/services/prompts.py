@@ -6,11 +6,20 @@ import random
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from annotation.importing import PromptFileError, parse_prompts
-from annotation.models import Campaign, ImportBatch, Prompt, Slot
+from annotation.importing import PromptFileError, PromptRow, parse_prompts
+from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot
 from annotation.services.activity import activity_record
+from annotation.services.errors import CampaignStateError
 
 BULK_BATCH = 2000
+
+
+def prompts_check(*, campaign: Campaign, data: bytes, filename: str) -> list[PromptRow]:
+    """The rows ``prompts_import`` would import now, changing nothing (an upload's preview): raises the
+    PromptFileError it would raise."""
+    rows = _parsed(campaign=campaign, data=data, filename=filename)
+    _refuse_known(campaign=campaign, digest=hashlib.sha256(data).hexdigest(), rows=rows)
+    return rows
 
 
 def prompts_import(*, campaign: Campaign, data: bytes, filename: str, user=None) -> ImportBatch:
@@ -18,64 +27,17 @@ def prompts_import(*, campaign: Campaign, data: bytes, filename: str, user=None)
     prompt, the file's ``control`` column, gets none: ``services.controls``).
 
     Raises PromptFileError (nothing imported) for any bad row, for a file already imported into this
-    campaign, or for ids the campaign already has.
+    campaign (and not removed since: ``import_remove``), or for ids the campaign already has.
     """
-    if campaign.status == Campaign.Status.CLOSED:
-        raise PromptFileError([(0, "the campaign is closed")])
-    rows = parse_prompts(
-        data, filename=filename, schema=campaign.label_schema, max_bytes=settings.CHORUS_MAX_IMPORT_BYTES
-    )
+    rows = _parsed(campaign=campaign, data=data, filename=filename)
     digest = hashlib.sha256(data).hexdigest()
     try:
         with transaction.atomic(durable=True):
-            previous = ImportBatch.objects.filter(campaign=campaign, sha256=digest).first()
-            if previous:
-                raise PromptFileError(
-                    [
-                        (
-                            0,
-                            f"this file was already imported as {previous.filename!r} "
-                            f"on {previous.created_at:%Y-%m-%d %H:%M} UTC",
-                        )
-                    ]
-                )
-            existing = _existing_ids(campaign, [row.external_id for row in rows])
-            if existing:
-                raise PromptFileError(
-                    [
-                        (row.line, f"id {row.external_id!r} is already in this campaign")
-                        for row in rows
-                        if row.external_id in existing
-                    ]
-                )
+            _refuse_known(campaign=campaign, digest=digest, rows=rows)
             batch = ImportBatch.objects.create(
                 campaign=campaign, filename=filename[:255], sha256=digest, n_prompts=len(rows), created_by=user
             )
-            prompts = Prompt.objects.bulk_create(
-                [
-                    Prompt(
-                        campaign=campaign,
-                        batch=batch,
-                        external_id=r.external_id,
-                        text=r.text,
-                        options=r.options,
-                        gold=r.gold,
-                        group=r.group,
-                        is_control=r.is_control,
-                    )
-                    for r in rows
-                ],
-                batch_size=BULK_BATCH,
-            )
-            Slot.objects.bulk_create(
-                (
-                    Slot(campaign=campaign, prompt=p, index=i, rand=random.random())
-                    for p in prompts
-                    if not p.is_control
-                    for i in range(campaign.k)
-                ),
-                batch_size=BULK_BATCH,
-            )
+            prompts_create(campaign=campaign, batch=batch, rows=rows)
             activity_record(
                 campaign=campaign,
                 verb="prompts.imported",
@@ -87,6 +49,102 @@ def prompts_import(*, campaign: Campaign, data: bytes, filename: str, user=None)
         # A concurrent import of the same file or ids won the race; this one changed nothing.
         raise PromptFileError([(0, f"a concurrent import conflicts with this file ({exc})")]) from exc
     return batch
+
+
+@transaction.atomic(savepoint=False)
+def prompts_create(*, campaign: Campaign, batch: ImportBatch, rows) -> None:
+    """Create ``rows`` (anything with a parsed row's attributes: ``external_id``, ``text``, ``options``,
+    ``gold``, ``group``, ``is_control``) as ``batch``'s prompts, each but a control with the campaign's k
+    slots. Part of its caller's transaction: an import, or a campaign's copy."""
+    prompts = Prompt.objects.bulk_create(
+        [
+            Prompt(
+                campaign=campaign,
+                batch=batch,
+                external_id=r.external_id,
+                text=r.text,
+                options=r.options,
+                gold=r.gold,
+                group=r.group,
+                is_control=r.is_control,
+            )
+            for r in rows
+        ],
+        batch_size=BULK_BATCH,
+    )
+    Slot.objects.bulk_create(
+        (
+            Slot(campaign=campaign, prompt=p, index=i, rand=random.random())
+            for p in prompts
+            if not p.is_control
+            for i in range(campaign.k)
+        ),
+        batch_size=BULK_BATCH,
+    )
+
+
+def import_remove(*, campaign: Campaign, batch: ImportBatch) -> None:
+    """Take back a whole import of a campaign never launched: its prompts, their slots, and the batch
+    itself, so that the same file can be imported again (its digest no longer counts).
+
+    Only before launch, because only then can nothing else depend on those prompts; a lease or a label
+    on one of them (none should exist in a draft: workers get 404 until launch) is refused all the same,
+    since deleting it would delete somebody's work. Raises CampaignStateError (409), changing nothing.
+    """
+    with transaction.atomic(durable=True):
+        campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+        if campaign.launched_at is not None:
+            raise CampaignStateError(
+                "This campaign was launched: its prompts may have been shown to workers, so its imports stay.",
+                code="launched",
+            )
+        batch = ImportBatch.objects.select_for_update().get(pk=batch.pk, campaign=campaign)
+        prompts = Prompt.objects.filter(batch=batch)
+        if Lease.objects.filter(prompt__in=prompts).exists() or Label.objects.filter(prompt__in=prompts).exists():
+            raise CampaignStateError(
+                f"Prompts of {batch.filename} were shown to somebody already: the import cannot be removed.",
+                code="import_in_use",
+            )
+        prompts.delete()  # and their slots, by cascade
+        batch.delete()
+        activity_record(
+            campaign=campaign,
+            verb="prompts.import_removed",
+            summary=f"Removed the import of {batch.filename} ({batch.n_prompts} prompts)",
+            detail={"filename": batch.filename, "n_prompts": batch.n_prompts, "sha256": batch.sha256},
+        )
+
+
+def _parsed(*, campaign: Campaign, data: bytes, filename: str) -> list[PromptRow]:
+    if campaign.status == Campaign.Status.CLOSED:
+        raise PromptFileError([(0, "the campaign is closed")])
+    return parse_prompts(
+        data, filename=filename, schema=campaign.label_schema, max_bytes=settings.CHORUS_MAX_IMPORT_BYTES
+    )
+
+
+def _refuse_known(*, campaign: Campaign, digest: str, rows: list[PromptRow]) -> None:
+    """Refuse a file this campaign already has, or any id it already has."""
+    previous = ImportBatch.objects.filter(campaign=campaign, sha256=digest).first()
+    if previous:
+        raise PromptFileError(
+            [
+                (
+                    0,
+                    f"this file was already imported as {previous.filename!r} "
+                    f"on {previous.created_at:%Y-%m-%d %H:%M} UTC",
+                )
+            ]
+        )
+    existing = _existing_ids(campaign, [row.external_id for row in rows])
+    if existing:
+        raise PromptFileError(
+            [
+                (row.line, f"id {row.external_id!r} is already in this campaign")
+                for row in rows
+                if row.external_id in existing
+            ]
+        )
 
 
 def _existing_ids(campaign: Campaign, ids: list[str]) -> set[str]:

@@ -7,21 +7,31 @@ who neither own nor share it, and 403 to a viewer's POST. Changing who it is sha
 ``campaign_for_owner`` instead (owner or staff; 403 for collaborators), the same rule as the API's.
 """
 
+import base64
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.core.exceptions import ValidationError
+from django.core import signing
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponseBadRequest
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from annotation import selectors, services
 from annotation.activity_export import activity_csv_response
 from annotation.exporting import FORMATS, ExportOptionError, export_response, parse_pseudonymize
-from annotation.forms import CampaignForm, CollaboratorAddForm, CollaboratorForm, PromptUploadForm
-from annotation.importing import PromptFileError
+from annotation.forms import CampaignCopyForm, CampaignForm, CollaboratorAddForm, CollaboratorForm, PromptUploadForm
+from annotation.importing import PromptFileError, prompts_preview
 from annotation.models import Collaboration
-from annotation.permissions import campaign_for_owner, campaign_for_request, is_campaign_owner
+from annotation.permissions import (
+    CREATE_REFUSAL,
+    campaign_for_owner,
+    campaign_for_request,
+    is_campaign_owner,
+    may_create_campaigns,
+)
 from annotation.services.campaigns import TRANSITIONS
 from annotation.views.adaptive import adaptive_k_context
 from annotation.views.controls import controls_context
@@ -80,6 +90,8 @@ def _detail(request, campaign, *, upload_form=None, import_errors=None, share_fo
         "collaborations": campaign.collaboration_set.select_related("user").order_by("user__username"),
         "activities": selectors.campaign_activity(campaign=campaign)[:ACTIVITY_ON_PAGE],
         "may_share": may_share,
+        "may_copy": may_create_campaigns(request.user),
+        "copy_form": CampaignCopyForm(initial={"title": f"Copy of {campaign.title}"}),
         "share_form": (share_form or CollaboratorAddForm(campaign=campaign)) if may_share else None,
         **rules_context(campaign=campaign),
         **controls_context(campaign=campaign),
@@ -97,20 +109,99 @@ def campaign_detail(request, slug):
     return _detail(request, campaign_for_request(request, slug))
 
 
+# The file between the preview and the import travels in the confirming form, signed (so it is the
+# file previewed, not one made up) and compressed; a preview older than this is uploaded again.
+PREVIEW_SALT = "annotation.import-preview"
+PREVIEW_MAX_AGE = 3600
+
+
 @login_required
 @require_POST
 def campaign_import(request, slug):
+    """Two steps: a file's upload shows what it would import (``prompts_preview`` of ``prompts_check``'s
+    rows: the import's parser and refusals), changing nothing; the preview's "Import" button posts the
+    file back (``upload``, signed) and imports it, all or nothing as ever, checked again since the
+    campaign may have changed meanwhile. A file whose signed copy would not fit a form's body is chosen
+    again on the preview page and imported as posted (``confirm=import``)."""
     campaign = campaign_for_request(request, slug)
+    if "upload" in request.POST:
+        try:
+            carried = signing.loads(
+                request.POST["upload"], salt=f"{PREVIEW_SALT}:{campaign.pk}", max_age=PREVIEW_MAX_AGE
+            )
+        except signing.BadSignature:
+            messages.error(request, "That preview is too old, or was changed: upload the file again.")
+            return redirect("campaign_detail", slug=slug)
+        return _import(request, campaign, data=base64.b64decode(carried["data"]), filename=carried["name"])
     form = PromptUploadForm(request.POST, request.FILES)
     if not form.is_valid():
         return _detail(request, campaign, upload_form=form, status=400)
     upload = form.cleaned_data["file"]
+    data = upload.read()
+    if request.POST.get("confirm") == "import":
+        return _import(request, campaign, data=data, filename=upload.name, form=form)
     try:
-        batch = services.prompts_import(campaign=campaign, data=upload.read(), filename=upload.name, user=request.user)
+        rows = services.prompts_check(campaign=campaign, data=data, filename=upload.name)
+    except PromptFileError as exc:
+        return _detail(request, campaign, upload_form=form, import_errors=exc.errors, status=400)
+    token = signing.dumps(
+        {"name": upload.name, "data": base64.b64encode(data).decode()},
+        salt=f"{PREVIEW_SALT}:{campaign.pk}",
+        compress=True,
+    )
+    context = {
+        "campaign": campaign,
+        "filename": upload.name,
+        "preview": prompts_preview(rows),
+        # Room for the rest of the form (its token and field names) within the body Django accepts.
+        "upload": token if len(token) < settings.DATA_UPLOAD_MAX_MEMORY_SIZE - 4096 else None,
+        "upload_form": PromptUploadForm(),
+    }
+    return render(request, "annotation/import_preview.html", context)
+
+
+def _import(request, campaign, *, data: bytes, filename: str, form=None):
+    try:
+        batch = services.prompts_import(campaign=campaign, data=data, filename=filename, user=request.user)
     except PromptFileError as exc:
         return _detail(request, campaign, upload_form=form, import_errors=exc.errors, status=400)
     messages.success(request, f"Imported {batch.n_prompts} prompts from {batch.filename}.")
-    return redirect("campaign_detail", slug=slug)
+    return redirect("campaign_detail", slug=campaign.slug)
+
+
+@login_required
+def import_remove(request, slug, import_id):
+    """Removing an import deletes its prompts, so it asks first, on a page of its own (as closing does):
+    only a POST carrying ``confirm=remove`` removes."""
+    campaign = campaign_for_request(request, slug)
+    batch = get_object_or_404(campaign.imports, pk=import_id)
+    if request.method == "POST" and request.POST.get("confirm") == "remove":
+        try:
+            services.import_remove(campaign=campaign, batch=batch)
+        except services.ServiceError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"Removed the import of {batch.filename} ({batch.n_prompts} prompts).")
+        return redirect("campaign_detail", slug=slug)
+    context = {"campaign": campaign, "batch": batch}
+    return render(request, "annotation/import_remove.html", context, status=400 if request.method == "POST" else 200)
+
+
+@login_required
+@require_POST
+def campaign_copy(request, slug):
+    """A new draft of the requester's with this campaign's settings and prompts. Reading the campaign is
+    enough (a viewer may copy it: nothing in it changes), with the right to create campaigns."""
+    source = selectors.campaign_for_user(user=request.user, slug=slug)
+    if not may_create_campaigns(request.user):
+        raise PermissionDenied(CREATE_REFUSAL)
+    form = CampaignCopyForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors.get("title", ["That title is not valid."])))
+        return redirect("campaign_detail", slug=slug)
+    copy = services.campaign_copy(campaign=source, owner=request.user, title=form.cleaned_data["title"] or None)
+    messages.success(request, f"A new draft, copied from “{source.title}” with its {copy.prompts.count()} prompts.")
+    return redirect("campaign_detail", slug=copy.slug)
 
 
 def _transition(request, campaign, action: str):

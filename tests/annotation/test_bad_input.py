@@ -136,7 +136,8 @@ def test_text_with_unicode_line_separators_imports_intact(researcher_client, mak
     """Through both entry points: the upload form into one campaign, the command into another."""
     by_form, by_command = make_campaign(0, launch=False), make_campaign(0, launch=False)
     response = researcher_client.post(
-        reverse("campaign_import", args=[by_form.slug]), {"file": SimpleUploadedFile(filename, data)}
+        reverse("campaign_import", args=[by_form.slug]),
+        {"file": SimpleUploadedFile(filename, data), "confirm": "import"},  # as the preview page posts a large file
     )
     assert response.status_code == 302
     path = tmp_path / filename

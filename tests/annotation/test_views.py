@@ -112,7 +112,11 @@ def test_edit_shows_the_services_refusal_for_frozen_fields(researcher_client, ma
 def test_upload_prompts_then_launch_pause_resume_close(researcher_client, researcher):
     campaign = services.campaign_create(owner=researcher, title="Life cycle", k=2)
     upload = SimpleUploadedFile("prompts.jsonl", prompts_jsonl(5), content_type="application/jsonl")
-    response = researcher_client.post(reverse("campaign_import", args=[campaign.slug]), {"file": upload}, follow=True)
+    preview = researcher_client.post(reverse("campaign_import", args=[campaign.slug]), {"file": upload})
+    assert b"Import these 5 prompts" in preview.content and not Prompt.objects.filter(campaign=campaign).exists()
+    response = researcher_client.post(
+        reverse("campaign_import", args=[campaign.slug]), {"upload": preview.context["upload"]}, follow=True
+    )
     assert "Imported 5 prompts from prompts.jsonl." in messages_of(response)
     assert (Prompt.objects.filter(campaign=campaign).count(), Slot.objects.filter(campaign=campaign).count()) == (5, 10)
     assert b"0</strong> of 10 labels" in response.content

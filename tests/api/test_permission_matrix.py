@@ -100,6 +100,12 @@ def researchers(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
     )
 
 
+def copiers(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
+    """Whoever sees the campaign and may create campaigns: its owner (a researcher) and staff; a
+    collaborator or viewer without annotation.add_campaign gets 403, everybody else 404."""
+    return owners(method, ok, anonymous=anonymous, **extra)
+
+
 def lease_holder(method, ok, *, anonymous=LOGIN, **extra) -> Probe:
     """Only the worker holding the lease; everybody else's view of it is a 404."""
     return Probe(method, {"anonymous": anonymous, **{role: 404 for role in SIGNED_IN}, "worker": ok}, **extra)
@@ -133,17 +139,20 @@ def mturk_publication(world) -> None:
 
 def draft_campaign(world) -> None:
     """Gamma, a draft of 'owner' shared with 'collaborator' (an editor) and 'viewer', with an invitation
-    (``W("draft_token")``) and a panel link (``W("draft_panel")``), as ``W("draft")``. Until launch its
+    (``W("draft_token")``), a panel link (``W("draft_panel")``) and its import (``W("draft_import")``), as
+    ``W("draft")``. Until launch its
     worker URLs answer its managers only: 404 for everybody else, anonymous visitors included, as for a
     slug that does not exist."""
     users = world["users"]
     gamma = services.campaign_create(owner=users["owner"], title="Gamma", k=2)
-    services.prompts_import(campaign=gamma, data=prompts_jsonl(2), filename="g.jsonl")
+    batch = services.prompts_import(campaign=gamma, data=prompts_jsonl(2), filename="g.jsonl")
     gamma.collaborators.add(users["collaborator"])
     gamma.collaborators.add(users["viewer"], through_defaults={"role": "viewer"})
     invitation = services.invitations_create(campaign=gamma, created_by=users["owner"], notes=["someone"])[0]
     panel = publication_create_panel(campaign=gamma, user=users["owner"], completion_code="DONE").panel
-    world["kwargs"].update(draft=gamma.slug, draft_token=invitation.token, draft_panel=panel.slug)
+    world["kwargs"].update(
+        draft=gamma.slug, draft_token=invitation.token, draft_panel=panel.slug, draft_import=batch.pk
+    )
 
 
 def unseen_prompt(world) -> None:
@@ -276,6 +285,7 @@ SYSTEM = {"kwargs": {"name": "matrix"}, "prepare": a_system}
 RULE = {"metric": "straight_lining", "threshold": 0.9, "min_labels": 20, "action": "flag"}
 RULE_ID = {"kwargs": {"rule_id": W("rule_id")}, "prepare": quality_rule}
 DRAFT = {"kwargs": {"slug": W("draft")}, "prepare": draft_campaign}
+DRAFT_IMPORT = {"kwargs": {"slug": W("draft"), "import_id": W("draft_import")}, "prepare": draft_campaign}
 API = {"anonymous": 401}
 ROWS = {"value": 1, "client_token": "matrix"}
 
@@ -318,6 +328,13 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/progress/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/activity/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/prompts/": [managers("POST", 201, data=[{"id": "new", "text": "New"}], **API)],
+    # Alpha is live, so its import stays (409); the draft's goes (204).
+    "api/v1/campaigns/<slug:slug>/imports/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/imports/<int:import_id>/": [
+        managers("DELETE", 409, **API),
+        managers("DELETE", 204, **DRAFT_IMPORT, **API),
+    ],
+    "api/v1/campaigns/<slug:slug>/copy/": [copiers("POST", 201, **API)],
     "api/v1/campaigns/<slug:slug>/controls/": [
         managers("GET", 200, **API),
         managers("POST", 200, data={"external_ids": ["fresh"]}, prepare=unseen_prompt, **API),
@@ -454,6 +471,13 @@ TABLE: dict[str, list[Probe]] = {
     "campaigns/<slug:slug>/edit/": [managers("GET", 200), managers("POST", 200)],  # POST: the form again
     "campaigns/<slug:slug>/import/": [managers("POST", 400)],  # no file: the form's error page
     "campaigns/<slug:slug>/controls/": [managers("POST", 400)],  # no ids: the form's error page
+    # Removing an import asks first: a POST without confirm=remove (the matrix posts JSON) is the page again.
+    "campaigns/<slug:slug>/imports/<int:import_id>/remove/": [
+        managers("GET", 200),
+        managers("POST", 400),
+        managers("GET", 200, **DRAFT_IMPORT),
+    ],
+    "campaigns/<slug:slug>/copy/": [copiers("POST", 302)],
     "campaigns/<slug:slug>/invitation/": [
         managers("GET", 200),
         managers("POST", 400),
@@ -626,6 +650,7 @@ def world(db):
         "token": services.invitations_create(campaign=alpha, created_by=users["owner"], notes=["someone"])[0].token,
         "pk": panel.pk,
         "panel_slug": panel.panel.slug,
+        "import_id": alpha.imports.get().pk,
     }
     return {"users": users, "kwargs": kwargs, "campaign": alpha}
 

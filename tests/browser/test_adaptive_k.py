@@ -49,6 +49,7 @@ def test_a_researcher_sets_adaptive_k_reads_the_rule_and_prices_the_plan(
     prompts.write_text("id,text\n" + "".join(f"p{i},Statement {i}.\n" for i in range(6)))
     page.set_input_files("input[name=file]", str(prompts))
     page.click("button:has-text('Upload')")
+    page.click("button:has-text('Import these 6 prompts')")  # after the file's preview
     page.wait_for_selector(".message-success")
     page.click("button:has-text('Launch')")
     page.wait_for_selector(".status-live")

@@ -85,6 +85,7 @@ def create_and_launch(page, base) -> Campaign:
         "input[name=file]", {"name": "questions.jsonl", "mimeType": "application/json", "buffer": data}
     )
     page.click("button:has-text('Upload')")
+    page.click("button:has-text('Import these 3 prompts')")  # after the file's preview
     page.wait_for_selector(".message-success")
     assert page.inner_text(".message-success") == "Imported 3 prompts from questions.jsonl."
     page.click("button:has-text('Launch')")

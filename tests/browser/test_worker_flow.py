@@ -119,6 +119,7 @@ def test_a_researcher_uploads_prompts_and_sees_the_progress_bar(live_server, new
     page.goto(f"{live_server.url}/campaigns/{campaign.slug}/")
     page.set_input_files("input[name=file]", str(prompts))
     page.click("button:has-text('Upload')")
+    page.click("button:has-text('Import these 4 prompts')")  # after the file's preview
     page.wait_for_selector(".message-success")
     assert page.inner_text(".message-success") == "Imported 4 prompts from prompts.csv."
     bar = page.locator("progress.campaign-progress")
