@@ -7,7 +7,7 @@ from itertools import chain
 
 from django.http import StreamingHttpResponse
 
-from annotation.exporting import _Line, neutralise_cell
+from annotation.exporting import EchoLine, neutralise_cell
 from annotation.models import Campaign
 from annotation.selectors import campaign_activity
 
@@ -26,7 +26,7 @@ def activity_rows(*, campaign: Campaign) -> Iterator[dict]:
 
 
 def activity_csv_response(*, campaign: Campaign) -> StreamingHttpResponse:
-    writer = csv.writer(_Line())
+    writer = csv.writer(EchoLine())
     chunks = (
         writer.writerow([neutralise_cell(row[field]) for field in ACTIVITY_FIELDS])
         for row in activity_rows(campaign=campaign)

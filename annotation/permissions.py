@@ -15,7 +15,8 @@ Roles:
 * collaborator: a user the owner shared a campaign with, as an editor (manages it like the owner,
   except sharing it and spending its money) or a viewer (reads every page, card, figure and export
   of it, and changes nothing: any request but GET, HEAD or OPTIONS answers 403, ``edit_check``);
-* staff: everything.
+* staff: everything on every campaign; creating campaigns still takes the permission (superusers
+  hold every permission).
 
 A campaign or lease somebody may not see answers 404, exactly like one that does not exist, so its
 slug or id leaks nothing. A campaign they see but may not change in this way answers 403.
@@ -30,6 +31,7 @@ from annotation.selectors import campaign_for_user
 # The methods that change nothing (RFC 9110's safe methods): all a viewer may use.
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 VIEWER_REFUSAL = "You are a viewer of this campaign: you can see it, not change it."
+INVITATIONS_NOT_FOR_VIEWERS = "Viewers do not see invitation links: each is one worker's own key to the campaign."
 CREATE_REFUSAL = (
     "This account labels but cannot create campaigns: staff make an account a researcher in the admin "
     "or with 'manage.py researcher USERNAME'."
@@ -58,6 +60,15 @@ def edit_check(*, request, campaign: Campaign) -> None:
         raise PermissionDenied(VIEWER_REFUSAL)
 
 
+def campaign_for_editor(*, user, slug: str, why: str) -> Campaign:
+    """The campaign, for its owner, editors and staff only, whatever the method: for what a viewer may
+    not even read (``why`` says so in the 403), such as invitation links, each a worker's own key."""
+    campaign = campaign_for_user(user=user, slug=slug)
+    if campaign_role(user=user, campaign=campaign) == Collaboration.Role.VIEWER:
+        raise PermissionDenied(why)
+    return campaign
+
+
 def campaign_for_request(request, slug: str) -> Campaign:
     """The campaign of a researcher's page or API call: ``campaign_for_user``'s (404 for strangers),
     and ``edit_check``'s 403 for a viewer's request that would change something."""
@@ -82,16 +93,23 @@ def campaign_for_owner(*, user, slug: str) -> Campaign:
 
 def may_edit_context(request) -> dict:
     """Template context processor: ``may_edit``, whether the signed-in user may change the campaign the
-    URL names (its ``slug``), so that a viewer's pages offer no form that would answer 403. Computed
-    only when a template asks for it (one query, for collaborators only); True on a page about no
-    campaign. The views check again: this only hides what they would refuse."""
+    URL names (its ``slug``, or a publication page's ``pk``), so that a viewer's pages offer no form
+    that would answer 403. Computed only when a template asks for it (a query or two); True on a page
+    about no campaign. The views check again: this only hides what they would refuse."""
 
     def may_edit() -> bool:
-        slug = getattr(getattr(request, "resolver_match", None), "kwargs", {}).get("slug")
+        match = getattr(request, "resolver_match", None)
+        kwargs = getattr(match, "kwargs", {})
         user = getattr(request, "user", None)
-        if slug is None or user is None or not user.is_authenticated:
+        if user is None or not user.is_authenticated:
             return True
-        campaign = Campaign.objects.filter(slug=slug).only("pk", "owner_id").first()
+        campaigns = Campaign.objects.only("pk", "owner_id")
+        if "slug" in kwargs:
+            campaign = campaigns.filter(slug=kwargs["slug"]).first()
+        elif "pk" in kwargs and match.namespace == "channels":
+            campaign = campaigns.filter(publications__pk=kwargs["pk"]).first()
+        else:
+            return True
         return campaign is None or campaign_role(user=user, campaign=campaign) != Collaboration.Role.VIEWER
 
     return {"may_edit": SimpleLazyObject(may_edit)}

@@ -1,6 +1,6 @@
 """Campaigns for researchers: list, create, read, change, life cycle, progress, prompts, controls, sharing.
 
-Every view about one campaign goes through ``campaign_for_user`` (404 unless you own or share it, or
+Every view about one campaign goes through ``campaign_for_request`` (404 unless you own or share it, or
 are staff); sharing goes through ``campaign_for_owner``.
 """
 

@@ -1,8 +1,9 @@
 """A campaign's personal invitation links (``/api/v1/campaigns/<slug>/invitations/…``): list, make,
 revoke. What the invitation page (``annotation.views.invitations``) offers, for a token client.
 
-For the people who manage the campaign (``campaign_for_user``: owner, collaborators, staff; 404 for
-anybody else). ``annotation.services.invitations`` checks and writes; a bad field answers 400 naming it.
+For the people who manage the campaign (``campaign_for_editor``: owner, editors, staff; 403 for a
+viewer, whatever the method: a link is a worker's own key; 404 for anybody else).
+``annotation.services.invitations`` checks and writes; a bad field answers 400 naming it.
 """
 
 from django.shortcuts import get_object_or_404
@@ -14,7 +15,7 @@ from rest_framework.views import APIView
 
 from annotation import selectors, services
 from annotation.models import Invitation
-from annotation.permissions import campaign_for_request
+from annotation.permissions import INVITATIONS_NOT_FOR_VIEWERS, campaign_for_editor
 
 
 class InvitationOutput(serializers.ModelSerializer):
@@ -56,13 +57,13 @@ class InvitationListApi(APIView):
 
     @extend_schema(responses={200: InvitationOutput(many=True)})
     def get(self, request, slug: str):
-        campaign = campaign_for_request(request, slug)
+        campaign = campaign_for_editor(user=request.user, slug=slug, why=INVITATIONS_NOT_FOR_VIEWERS)
         invitations = selectors.invitations_of(campaign=campaign).select_related("campaign")
         return Response(InvitationOutput(invitations, many=True, context={"request": request}).data)
 
     @extend_schema(request=InvitationInput, responses={201: InvitationOutput(many=True)})
     def post(self, request, slug: str):
-        campaign = campaign_for_request(request, slug)
+        campaign = campaign_for_editor(user=request.user, slug=slug, why=INVITATIONS_NOT_FOR_VIEWERS)
         data = InvitationInput(data=request.data)
         data.is_valid(raise_exception=True)
         made = services.invitations_create(campaign=campaign, created_by=request.user, **data.validated_data)
@@ -76,6 +77,6 @@ class InvitationDetailApi(APIView):
     def delete(self, request, slug: str, pk: int):
         """Revoke an unused invitation (its link stops working); an accepted one answers 409
         ``invitation_used``."""
-        campaign = campaign_for_request(request, slug)
+        campaign = campaign_for_editor(user=request.user, slug=slug, why=INVITATIONS_NOT_FOR_VIEWERS)
         services.invitation_revoke(invitation=get_object_or_404(Invitation, campaign=campaign, pk=pk))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,6 +1,6 @@
 """A campaign's quality rules (``/api/v1/campaigns/<slug>/quality-rules/…``): list, add, deactivate.
 
-For the people who manage the campaign (``campaign_for_user``: owner, collaborators, staff; 404 for
+For the people who manage the campaign (``campaign_for_request``: owner, collaborators, staff; 404 for
 anybody else). ``annotation.services.rules`` checks and writes; a bad field answers 400 naming it.
 """
 

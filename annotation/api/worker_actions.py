@@ -2,7 +2,7 @@
 each worker's standing; the log; acting on a worker (flag, exclude, include, block, unblock, recollect);
 undoing an action.
 
-For the people who manage the campaign (``campaign_for_user``: owner, collaborators, staff; 404 for
+For the people who manage the campaign (``campaign_for_request``: owner, collaborators, staff; 404 for
 anybody else). ``annotation.services.quality`` checks and writes: a worker who is not in the campaign,
 an unknown action or a missing reason answers 400 naming the field; an action the worker's standing
 makes meaningless (including a worker never excluded, undoing an include) answers 409. Nothing is

@@ -51,7 +51,7 @@ def invitations_create(*, campaign: Campaign, created_by, notes: list[str]) -> l
             campaign=campaign,
             verb="invitations.created",
             summary=f"Made {len(created)} invitation links",
-            detail={"notes": notes},
+            detail={"count": len(created)},  # not the notes: who they are for is the managers' to see
             actor=created_by,
         )
     return created
@@ -69,8 +69,8 @@ def invitation_revoke(*, invitation: Invitation) -> None:
             activity_record(
                 campaign_id=invitation.campaign_id,
                 verb="invitation.revoked",
-                summary=f"Revoked the invitation link for “{invitation.note}”",
-                detail={"invitation_id": invitation.pk, "note": invitation.note},
+                summary="Revoked an invitation link",
+                detail={"invitation_id": invitation.pk},
             )
     if not deleted:
         raise ServiceError(

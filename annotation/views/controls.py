@@ -3,7 +3,7 @@ to mark prompts as controls or unmark them (``services.controls.prompts_control_
 
 The campaign page (``researcher.campaign_detail``) shows them through :func:`controls_context`; the
 view here takes the form's POST. Like every page about a campaign it goes through
-``campaign_for_user`` (404 for anyone who neither owns nor shares it). A refused marking shows the
+``campaign_for_request`` (404 for anyone who neither owns nor shares it). A refused marking shows the
 form again with what is wrong, on a page of its own (status 400), and changes nothing.
 """
 

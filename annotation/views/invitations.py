@@ -12,13 +12,13 @@ from django.shortcuts import redirect, render
 
 from annotation import selectors, services
 from annotation.forms import InvitationCodeForm, InvitationCreateForm
-from annotation.permissions import campaign_for_request
+from annotation.permissions import INVITATIONS_NOT_FOR_VIEWERS, campaign_for_editor
 
 
 @login_required
 def campaign_invitation(request, slug):
     """The campaign's invitation links and who used them (GET); new links, one per line (POST)."""
-    campaign = campaign_for_request(request, slug)
+    campaign = campaign_for_editor(user=request.user, slug=slug, why=INVITATIONS_NOT_FOR_VIEWERS)
     form = InvitationCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

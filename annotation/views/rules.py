@@ -1,7 +1,7 @@
 """Quality rules on the campaign page: the list, a form to add one, a button to deactivate each.
 
 The campaign page (``researcher.campaign_detail``) shows them through :func:`rules_context`; the views
-here take the form's POSTs. Like every page about a campaign they go through ``campaign_for_user``
+here take the form's POSTs. Like every page about a campaign they go through ``campaign_for_request``
 (404 for anyone who neither owns nor shares it). A refused rule shows the form again with the field
 named, on a page of its own (status 400), and changes nothing.
 """

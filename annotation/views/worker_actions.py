@@ -2,7 +2,7 @@
 a form to act on each, and the log of every action, manual or by a quality rule, with who, when, why
 and the numbers, and an Undo button where an action can be undone.
 
-Like every page about a campaign it goes through ``campaign_for_user`` (404 for anyone who neither owns
+Like every page about a campaign it goes through ``campaign_for_request`` (404 for anyone who neither owns
 nor shares it). The writes are ``annotation.services.quality``'s; a refused action shows the page again
 with the field named (status 400) and changes nothing. Re-collecting voids labels for good, so it asks
 first, on a page of its own.

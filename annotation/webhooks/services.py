@@ -135,14 +135,19 @@ def endpoint_create(*, user, url: str, events, campaign: Campaign | None = None,
             thresholds=thresholds,
             secret="whsec_" + secrets.token_urlsafe(32),
         )
-        _activity(endpoint, "webhook.created", f"Added the webhook endpoint {url}", actor=user)
+        _activity(endpoint, "webhook.created", f"Added the webhook endpoint {_host(endpoint)}", actor=user)
     return endpoint
+
+
+def _host(endpoint: Endpoint) -> str:
+    return urlsplit(endpoint.url).hostname or "?"
 
 
 def _activity(endpoint: Endpoint, verb: str, summary: str, **actor) -> None:
     """An endpoint of one campaign is in that campaign's activity log; one for all of its owner's
-    campaigns is logged without a campaign (the admin's activity list shows it)."""
-    detail = {"endpoint_id": endpoint.pk, "url": endpoint.url, "events": endpoint.events}
+    campaigns is logged without a campaign (the admin's activity list shows it). By its host only:
+    the campaign's collaborators read the log, and a hook's URL often carries its secret."""
+    detail = {"endpoint_id": endpoint.pk, "host": _host(endpoint), "events": endpoint.events}
     activity_record(campaign_id=endpoint.campaign_id, verb=verb, summary=summary, detail=detail, **actor)
 
 
@@ -161,7 +166,7 @@ def endpoint_update(*, endpoint: Endpoint, **fields) -> Endpoint:
             endpoint.disabled_reason, endpoint.consecutive_failures = "", 0
     with transaction.atomic(durable=True):
         endpoint.save()
-        _activity(endpoint, "webhook.changed", f"Changed the webhook endpoint {endpoint.url}")
+        _activity(endpoint, "webhook.changed", f"Changed the webhook endpoint {_host(endpoint)}")
     return endpoint
 
 
@@ -169,13 +174,13 @@ def endpoint_rotate_secret(*, endpoint: Endpoint) -> Endpoint:
     endpoint.secret = "whsec_" + secrets.token_urlsafe(32)
     with transaction.atomic(durable=True):
         Endpoint.objects.filter(pk=endpoint.pk).update(secret=endpoint.secret)
-        _activity(endpoint, "webhook.secret_rotated", f"Rotated the secret of {endpoint.url}")
+        _activity(endpoint, "webhook.secret_rotated", f"Rotated the secret of {_host(endpoint)}")
     return endpoint
 
 
 def endpoint_delete(*, endpoint: Endpoint) -> None:
     with transaction.atomic(durable=True):
-        _activity(endpoint, "webhook.deleted", f"Removed the webhook endpoint {endpoint.url}")
+        _activity(endpoint, "webhook.deleted", f"Removed the webhook endpoint {_host(endpoint)}")
         endpoint.delete()
 
 

@@ -3,7 +3,7 @@
 numbers, the snapshot history, the full report, and "recompute now".
 
 ``audits.selectors`` and ``audits.services`` compute everything; these views only check who is
-asking (``campaign_for_user``) and serialise. Errors take the API's shape (``annotation.api.exceptions``).
+asking (``campaign_for_request``) and serialise. Errors take the API's shape (``annotation.api.exceptions``).
 """
 
 from django.http import Http404, HttpResponse

@@ -4,7 +4,8 @@
 The versions listed are those the user may see (double-blind, ``visible_clusterings``). A save goes
 through ``clustering_save`` with its rules: ProtoQA's roles, and a save based on anything but the
 lane's current version is refused with 409 ``stale_version`` (nothing saved; reload and redo). Other
-refusals are 400s. Managers only (``campaign_for_user``: 404 for anyone else).
+refusals are 400s. Managers only (``campaign_for_request``: 404 for anyone else; 403 for a viewer's
+POST).
 """
 
 from django.core.exceptions import ValidationError as DjangoValidationError

@@ -5,7 +5,8 @@ read its result once done.
 
 Starting goes through the pages' services (``ground_truths_request``, ``bootstrap_request``): one
 waiting run per campaign, so starting again while one waits answers that run (``created`` false).
-Managers only (``campaign_for_user``: 404 for anyone else, and for a run of another campaign).
+Managers only (``campaign_for_request``: 404 for anyone else and for a run of another campaign; 403
+for a viewer's POST).
 """
 
 from django.http import Http404

@@ -412,7 +412,7 @@ TABLE: dict[str, list[Probe]] = {
         managers("POST", 200, kwargs={"external_id": "p0"}, **API)  # no answers yet: no proposal
     ],
     "api/v1/campaigns/<slug:slug>/invitations/": [
-        managers("GET", 200, **API),
+        managers("GET", 200, viewer=403, **API),  # a link is a worker's own key: not a viewer's to read
         managers("POST", 201, data={"notes": ["matrix"]}, **API),
     ],
     "api/v1/campaigns/<slug:slug>/invitations/<int:pk>/": [
@@ -479,7 +479,7 @@ TABLE: dict[str, list[Probe]] = {
     ],
     "campaigns/<slug:slug>/copy/": [copiers("POST", 302)],
     "campaigns/<slug:slug>/invitation/": [
-        managers("GET", 200),
+        managers("GET", 200, viewer=403),
         managers("POST", 400),
     ],  # POST: no lines, the form again
     "campaigns/<slug:slug>/export.<str:fmt>": [managers("GET", 200)],

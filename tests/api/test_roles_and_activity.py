@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from annotation import services
 from annotation.models import Activity, Campaign, Collaboration
-from annotation.permissions import CREATE_REFUSAL, VIEWER_REFUSAL
+from annotation.permissions import CREATE_REFUSAL, INVITATIONS_NOT_FOR_VIEWERS, VIEWER_REFUSAL
 from audits.services import audit_full
 from tests.helpers import assert_error
 
@@ -107,6 +107,19 @@ def test_a_viewer_reads_everything_and_changes_nothing(shared, api, client):
     assert reverse("campaign_export", args=[campaign.slug, "csv"]) in page
     assert client.get(reverse("audit_dashboard", args=[campaign.slug])).status_code == 200
     assert client.post(reverse("campaign_transition", args=[campaign.slug, "pause"])).status_code == 403
+
+
+def test_a_viewer_does_not_see_invitation_links(shared, researcher, api, client):
+    campaign, viewer = shared
+    services.invitations_create(campaign=campaign, created_by=researcher, notes=["Ada Lovelace"])
+    error = assert_error(api(viewer).get(f"/api/v1/campaigns/{campaign.slug}/invitations/"), 403, "permission_denied")
+    assert error["message"] == INVITATIONS_NOT_FOR_VIEWERS
+    client.force_login(viewer)
+    assert client.get(reverse("campaign_invitation", args=[campaign.slug])).status_code == 403
+    page = client.get(reverse("campaign_detail", args=[campaign.slug])).content.decode()
+    assert reverse("campaign_invitation", args=[campaign.slug]) not in page
+    assert "Ada Lovelace" not in page  # nor in the activity log, which viewers read
+    assert "Ada Lovelace" not in str(list(Activity.objects.values_list("summary", "detail")))
 
 
 def test_sharing_again_changes_the_role_and_a_bad_role_changes_nothing(shared, researcher, api):
