@@ -219,6 +219,7 @@ class CollaboratorAddForm(CollaboratorForm):
     role = forms.ChoiceField(
         choices=Collaboration.Role.choices,
         initial=Collaboration.Role.EDITOR,
+        required=False,  # a form posted before roles existed shares as an editor, as it did then
         widget=forms.RadioSelect,
         help_text="Adding a collaborator again with the other role changes their role.",
     )
@@ -229,9 +230,12 @@ class CollaboratorAddForm(CollaboratorForm):
 
     def clean(self):
         cleaned = super().clean()
-        username, role = cleaned.get("username"), cleaned.get("role")
+        cleaned["role"] = role = cleaned.get("role") or Collaboration.Role.EDITOR
+        username = cleaned.get("username")
         if Collaboration.objects.filter(campaign=self.campaign, user__username=username, role=role).exists():
-            self.add_error("username", forms.ValidationError(f"{username} is already a {role}.", code="duplicate"))
+            self.add_error(
+                "username", forms.ValidationError(f"{username} is already a collaborator.", code="duplicate")
+            )
         return cleaned
 
 

@@ -54,7 +54,7 @@ def test_owner_sees_the_section_with_its_forms(researcher_client, shared):
     response = researcher_client.get(detail_url(shared))
     assert response.status_code == 200
     assert response.context["may_share"] is True
-    assert [user.username for user in response.context["collaborators"]] == ["colleague"]
+    assert [(c.user.username, c.role) for c in response.context["collaborations"]] == [("colleague", "editor")]
     content = response.content.decode()
     assert 'id="collaborators"' in content
     assert f'action="{add_url(shared)}#collaborators"' in content
@@ -66,7 +66,7 @@ def test_owner_adds_a_collaborator(researcher_client, campaign, colleague):
     assert response.status_code == 302 and response.url == detail_url(campaign)
     assert usernames(campaign) == ["colleague"]
     page = researcher_client.get(response.url)
-    assert messages_of(page) == ["Shared with colleague: they can now manage this campaign."]
+    assert messages_of(page) == ["Shared with colleague as editor: they can now manage this campaign."]
     assert b"colleague" in page.content
 
 
