@@ -1,22 +1,28 @@
 """Worker numbers, live: each worker's bias, habit, control accuracy and speed, with the flags they raise.
 
 The quick run of the live audit (``audits.services.audit_refresh``, in Celery, never on the label
-submission path) reads them after the statistics: :func:`worker_quality` reads the campaign's counted
-labels once and computes, with the engine (``audits.engine.workers``, ``audits.engine.flags``), every
-worker's bias with its interval, the share of their most frequent answer, their accuracy on control
-items with its Wilson interval and their speed, with the flags those raise in words. Its JSON is stored
-with the quick snapshot (``data["worker_quality"]``), where the dashboard's workers table and the API
-read it, and the campaign's quality rules are judged on it (``audits.selectors.worker_rules``).
+submission path) reads them after the statistics: :func:`worker_quality` reads the campaign's
+worker-quality statistics, kept per label as the noise numbers' are (``audits.services.quality_stats``),
+and computes, with the engine (``audits.engine.workers``, ``audits.engine.flags``), every worker's bias
+with its interval, the share of their most frequent answer, their accuracy on control items with its
+Wilson interval and their speed, with the flags those raise in words. Its JSON is stored with the
+quick snapshot (``data["worker_quality"]``), where the dashboard's workers table and the API read it,
+and the campaign's quality rules are judged on it (``audits.selectors.worker_rules``).
+:func:`worker_quality_from_labels` computes the same table from every counted label: the reference
+the tests hold the statistics to.
 
 Which labels count where: a worker's own numbers come from all their counted labels (excluded
 workers included, so the researcher sees why they were excluded); the crowd they are compared with
 (the others' mean for the bias) leaves out the workers excluded from the audit; control labels feed
 only control accuracy and speed.
 
-Cost: one query over the campaign's counted labels (five columns, no per-row conversion in Python)
-and two small ones (three with control prompts), once per quick run: O(labels), about 0.4 s per
-100,000 labels on SQLite, after the run's consistent read of the statistics, so no label waits for
-it.
+Cost: :func:`worker_quality` folds the bias deltas written since the last run (about k per label)
+and reads a few rows per worker (their counts, their values' counts, their bias sums by number of
+others), none of which grows with the labels; the campaign's median seconds is two rows of an
+index read to its middle (``LIMIT 2 OFFSET n/2``), which the database walks in O(labels) without
+sending them (the one part that still grows, a few milliseconds per 100,000 labels).
+:func:`worker_quality_from_labels` reads every counted label: O(labels), about 0.4 s per 100,000
+labels on SQLite.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import time
 from fractions import Fraction
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F, FloatField, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
@@ -260,10 +266,42 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
     read, so the read sees every label's deltas exactly once. On PostgreSQL the transaction is
     REPEATABLE READ, so all the tables are read at one instant.
     """
+    started = time.perf_counter()
+    for attempt in range(3):
+        try:
+            stats, values, sums, table, n_control_prompts, n_timed, median = _stats_read(campaign)
+            break
+        except OperationalError as exc:  # two runs folded the same deltas at once: read again
+            if attempt == 2 or getattr(exc.__cause__, "sqlstate", None) != "40001":
+                raise
+
+    for worker_id, n_labels, _, _, _ in stats:
+        table[worker_id].n_labels = n_labels
+    if campaign.schema != Campaign.Schema.FREE_TEXT:
+        _bias_from_sums(sums, table)
+        _habit_from_counts(values, table)
+    results = {w: (c, r) for w, _, c, r, _ in stats if c} if n_control_prompts else {}
+    min_controls = _controls_from_counts(results, table, n_control_prompts)
+    _speed_from_medians([(w, n + c, m) for w, n, c, _, m in stats if n + c], median, table)
+
+    ordered = sorted(table.values(), key=lambda r: (-r.n_labels, r.worker_id))
+    return WorkerQuality(
+        rows=[r for r in ordered if r.n_labels or r.n_controls or r.n_timed],
+        watermark=n_timed,
+        campaign_median_seconds=_float(median) if median is not None else None,
+        n_control_prompts=n_control_prompts,
+        min_controls=min_controls,
+        computed_at=timezone.now().isoformat(),
+        duration_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+def _stats_read(campaign: Campaign) -> tuple:
+    """The statistics :func:`worker_quality` reads, with the bias deltas folded first, in one
+    transaction (REPEATABLE READ on PostgreSQL: one instant for every table)."""
     # A service imported here: the services package imports the selectors at its own import.
     from audits.services.quality_stats import bias_deltas_fold, campaign_median_seconds  # noqa: PLC0415
 
-    started = time.perf_counter()
     isolate = connection.vendor == "postgresql" and not connection.in_atomic_block
     with transaction.atomic():
         if isolate:
@@ -294,26 +332,7 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
         n_control_prompts = Prompt.objects.filter(campaign=campaign, is_control=True).count()
         n_timed = sum(n + c for _, n, c, _, _ in stats)
         median = campaign_median_seconds(campaign_id=campaign.pk, n=n_timed)
-
-    for worker_id, n_labels, _, _, _ in stats:
-        table[worker_id].n_labels = n_labels
-    if campaign.schema != Campaign.Schema.FREE_TEXT:
-        _bias_from_sums(sums, table)
-        _habit_from_counts(values, table)
-    results = {w: (c, r) for w, _, c, r, _ in stats if c} if n_control_prompts else {}
-    min_controls = _controls_from_counts(results, table, n_control_prompts)
-    _speed_from_medians([(w, n + c, m) for w, n, c, _, m in stats if n + c], median, table)
-
-    ordered = sorted(table.values(), key=lambda r: (-r.n_labels, r.worker_id))
-    return WorkerQuality(
-        rows=[r for r in ordered if r.n_labels or r.n_controls or r.n_timed],
-        watermark=n_timed,
-        campaign_median_seconds=_float(median) if median is not None else None,
-        n_control_prompts=n_control_prompts,
-        min_controls=min_controls,
-        computed_at=timezone.now().isoformat(),
-        duration_ms=(time.perf_counter() - started) * 1000,
-    )
+    return stats, values, sums, table, n_control_prompts, n_timed, median
 
 
 def _bias_from_sums(sums: list, table: dict, confidence: float = 0.95) -> None:

@@ -20,6 +20,7 @@ which ``stats_rebuild`` runs from the labels; so does a void label or a worker e
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from django.db import connection
@@ -110,17 +111,21 @@ def quality_stats_add(*, label: Label, campaign: Campaign, units: list, worker_e
         correct = int(bool(_control_answer_correct(campaign.label_schema, label.value, gold)))
     table = _q(WorkerQualityStats._meta.db_table)
     control = int(bool(label.is_control))
-    ((n_labels, n_controls),) = _sql(
+    _sql(
         f"INSERT INTO {table} (campaign_id, worker_id, n_labels, n_controls, n_correct, median_seconds) "
         f"VALUES (%s, %s, %s, %s, %s, NULL) ON CONFLICT (campaign_id, worker_id) DO UPDATE SET "
         f"n_labels = {table}.n_labels + excluded.n_labels, n_controls = {table}.n_controls + excluded.n_controls, "
-        f"n_correct = {table}.n_correct + excluded.n_correct RETURNING n_labels, n_controls",
+        f"n_correct = {table}.n_correct + excluded.n_correct",
         [campaign.pk, label.worker_id, 1 - control, control, correct],
     )
-    median = _median(campaign.pk, n_labels + n_controls, label.worker_id)
+    # A statement of its own, under the row lock the upsert took: it sees every earlier label of the
+    # worker. The median of c values: the mean of the ((c + 1) / 2)th and ((c + 2) / 2)th smallest.
     _sql(
-        f"UPDATE {table} SET median_seconds = %s WHERE campaign_id = %s AND worker_id = %s",
-        [median, campaign.pk, label.worker_id],
+        f"UPDATE {table} SET median_seconds = (SELECT AVG(seconds) FROM (SELECT seconds, "
+        f"row_number() OVER (ORDER BY seconds) AS rn, count(*) OVER () AS c "
+        f"FROM {_q(LabelSeconds._meta.db_table)} WHERE campaign_id = %s AND worker_id = %s) ranked "
+        f"WHERE rn IN ((c + 1) / 2, (c + 2) / 2)) WHERE campaign_id = %s AND worker_id = %s",
+        [campaign.pk, label.worker_id, campaign.pk, label.worker_id],
     )
     if not units:
         return
@@ -134,23 +139,21 @@ def quality_stats_add(*, label: Label, campaign: Campaign, units: list, worker_e
             f"ON CONFLICT (campaign_id, worker_id, {_q('value')}) DO UPDATE SET n = {counts}.n + excluded.n",
             [campaign.pk, label.worker_id, value, values[value]],
         )
-    others = list(
-        Label.objects.counted()
-        .filter(prompt_id=label.prompt_id, is_control=False)
-        .exclude(pk=label.pk)
-        .values_list("worker_id", "value")
-    )
-    excluded = set(
-        Participation.objects.filter(
-            campaign_id=campaign.pk, worker_id__in={w for w, _ in others}, excluded_at__isnull=False
-        ).values_list("worker_id", flat=True)
+    labels, participations = _q(Label._meta.db_table), _q(Participation._meta.db_table)
+    others = _sql(
+        f"SELECT l.worker_id, l.{_q('value')}, p.excluded_at IS NOT NULL FROM {labels} l "
+        f"LEFT JOIN {participations} p ON p.campaign_id = l.campaign_id AND p.worker_id = l.worker_id "
+        f"WHERE l.prompt_id = %s AND l.voided_at IS NULL AND NOT l.is_control AND l.id <> %s",
+        [label.prompt_id, label.pk],
     )
     schema = campaign.label_schema
     on_unit: dict[int, list] = defaultdict(list)
-    for worker_id, value in others:
+    for worker_id, value, excluded in others:
+        if isinstance(value, str):  # SQLite returns the JSON text, PostgreSQL the value
+            value = json.loads(value)
         for option, scaled in selectors.label_units(schema, value):
             if scaled is not None:
-                on_unit[option].append((worker_id, _int(scaled), int(worker_id not in excluded)))
+                on_unit[option].append((worker_id, _int(scaled), int(not excluded)))
     acc: dict[tuple[int, int], list] = {}
     own = int(not worker_excluded)
     for option, scaled in units:
@@ -166,11 +169,13 @@ def quality_stats_add(*, label: Label, campaign: Campaign, units: list, worker_e
             if k:
                 _bias_term(acc, worker_id, k, xa, o, -1)
             _bias_term(acc, worker_id, k + 1, xa, o + x, 1)
-    WorkerBiasDelta.objects.bulk_create(
-        WorkerBiasDelta(campaign_id=campaign.pk, worker_id=w, k=k, **dict(zip(BIAS_FIELDS, row)))
-        for (w, k), row in sorted(acc.items())
-        if any(row)
-    )
+    rows = [[campaign.pk, w, k, *row] for (w, k), row in sorted(acc.items()) if any(row)]
+    if rows:
+        _sql(
+            f"INSERT INTO {_q(WorkerBiasDelta._meta.db_table)} (campaign_id, worker_id, k, {', '.join(BIAS_FIELDS)}) "
+            "VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows)),
+            [x for row in rows for x in row],
+        )
 
 
 def bias_deltas_fold(*, campaign_id: int) -> None:
