@@ -20,11 +20,9 @@ which ``stats_rebuild`` runs from the labels; so does a void label or a worker e
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
 from django.db import connection
-from django.db.models.expressions import RawSQL
 
 from annotation.models import Campaign, Label, Participation, Prompt
 from annotation.selectors.workers import _control_answer_correct, worker_control_results
@@ -57,6 +55,17 @@ def label_seconds_sql() -> str:
 def _clamped(expr: str) -> str:
     # A clock stepped back between lease and label is read as an instant label (worker_numbers).
     return f"MAX({expr}, 0.0)" if connection.vendor == "sqlite" else f"GREATEST({expr}, 0.0)"
+
+
+def _median_sql() -> str:
+    """The median of a ``WorkerQualityStats`` row's worker's ``LabelSeconds`` (in an UPDATE of that
+    table): the mean of the ((c + 1) / 2)th and ((c + 2) / 2)th smallest of c, as the engine takes it."""
+    stats, seconds = _q(WorkerQualityStats._meta.db_table), _q(LabelSeconds._meta.db_table)
+    return (
+        f"(SELECT AVG(seconds) FROM (SELECT seconds, row_number() OVER (ORDER BY seconds) AS rn, "
+        f"count(*) OVER () AS c FROM {seconds} s WHERE s.campaign_id = {stats}.campaign_id "
+        f"AND s.worker_id = {stats}.worker_id) ranked WHERE rn IN ((c + 1) / 2, (c + 2) / 2))"
+    )
 
 
 def _int(x) -> int:
@@ -121,11 +130,8 @@ def quality_stats_add(*, label: Label, campaign: Campaign, units: list, worker_e
     # A statement of its own, under the row lock the upsert took: it sees every earlier label of the
     # worker. The median of c values: the mean of the ((c + 1) / 2)th and ((c + 2) / 2)th smallest.
     _sql(
-        f"UPDATE {table} SET median_seconds = (SELECT AVG(seconds) FROM (SELECT seconds, "
-        f"row_number() OVER (ORDER BY seconds) AS rn, count(*) OVER () AS c "
-        f"FROM {_q(LabelSeconds._meta.db_table)} WHERE campaign_id = %s AND worker_id = %s) ranked "
-        f"WHERE rn IN ((c + 1) / 2, (c + 2) / 2)) WHERE campaign_id = %s AND worker_id = %s",
-        [campaign.pk, label.worker_id, campaign.pk, label.worker_id],
+        f"UPDATE {table} SET median_seconds = {_median_sql()} WHERE campaign_id = %s AND worker_id = %s",
+        [campaign.pk, label.worker_id],
     )
     if not units:
         return
@@ -148,9 +154,9 @@ def quality_stats_add(*, label: Label, campaign: Campaign, units: list, worker_e
     )
     schema = campaign.label_schema
     on_unit: dict[int, list] = defaultdict(list)
+    decode = Label._meta.get_field("value").from_db_value  # the JSON as the ORM reads it, on either database
     for worker_id, value, excluded in others:
-        if isinstance(value, str):  # SQLite returns the JSON text, PostgreSQL the value
-            value = json.loads(value)
+        value = decode(value, None, connection)
         for option, scaled in selectors.label_units(schema, value):
             if scaled is not None:
                 on_unit[option].append((worker_id, _int(scaled), int(not excluded)))
@@ -207,7 +213,7 @@ def bias_deltas_fold(*, campaign_id: int) -> None:
 def quality_stats_from_labels(*, campaign: Campaign) -> dict:
     """The campaign's quality statistics recomputed from its counted labels (what the rebuild stores):
     ``{"workers": {id: [n_labels, n_controls, n_correct]}, "values": {(id, value): n},
-    "bias": {(id, k): [n, sx, sxx, so, soo, sxo]}, "seconds": [(worker, label, seconds)]}``."""
+    "bias": {(id, k): [n, sx, sxx, so, soo, sxo]}}`` (seconds: ``quality_stats_rebuild``)."""
     schema = campaign.label_schema
     excluded = set(
         Participation.objects.filter(campaign=campaign, excluded_at__isnull=False).values_list("worker_id", flat=True)
@@ -238,13 +244,7 @@ def quality_stats_from_labels(*, campaign: Campaign) -> dict:
         for worker_id, x, r in there:
             if c - r:
                 _bias_term(bias, worker_id, c - r, x, s - x * r, 1)
-    seconds = list(
-        Label.objects.counted()
-        .filter(campaign=campaign)
-        .annotate(seconds=RawSQL(_clamped(label_seconds_sql()), []))
-        .values_list("worker_id", "id", "seconds")
-    )
-    return {"workers": dict(workers), "values": dict(values), "bias": bias, "seconds": seconds}
+    return {"workers": dict(workers), "values": dict(values), "bias": bias}
 
 
 def quality_stats_rebuild(*, campaign: Campaign) -> None:
@@ -253,29 +253,27 @@ def quality_stats_rebuild(*, campaign: Campaign) -> None:
     for model in (WorkerQualityStats, WorkerValueCount, WorkerBiasStats, WorkerBiasDelta, LabelSeconds):
         model.objects.filter(campaign_id=campaign.pk).delete()
     rebuilt = quality_stats_from_labels(campaign=campaign)
-    LabelSeconds.objects.bulk_create(
-        (LabelSeconds(campaign_id=campaign.pk, worker_id=w, label_id=i, seconds=s) for w, i, s in rebuilt["seconds"]),
-        batch_size=5000,
+    _sql(
+        f"INSERT INTO {_q(LabelSeconds._meta.db_table)} (campaign_id, worker_id, label_id, seconds) "
+        f"SELECT campaign_id, worker_id, id, {_clamped(label_seconds_sql())} FROM {_q(Label._meta.db_table)} "
+        "WHERE campaign_id = %s AND voided_at IS NULL",
+        [campaign.pk],
     )
-    by_worker: dict[int, list] = defaultdict(list)
-    for w, _, s in rebuilt["seconds"]:
-        by_worker[w].append(s)
-    stats = []
-    for worker_id, (n_labels, n_controls, n_correct) in rebuilt["workers"].items():
-        times = sorted(by_worker.get(worker_id, []))
-        n = len(times)
-        median = (times[(n - 1) // 2] + times[n // 2]) / 2 if n else None
-        stats.append(
+    WorkerQualityStats.objects.bulk_create(
+        (
             WorkerQualityStats(
                 campaign_id=campaign.pk,
                 worker_id=worker_id,
                 n_labels=n_labels,
                 n_controls=n_controls,
                 n_correct=n_correct,
-                median_seconds=median,
             )
-        )
-    WorkerQualityStats.objects.bulk_create(stats, batch_size=2000)
+            for worker_id, (n_labels, n_controls, n_correct) in rebuilt["workers"].items()
+        ),
+        batch_size=2000,
+    )
+    table = _q(WorkerQualityStats._meta.db_table)
+    _sql(f"UPDATE {table} SET median_seconds = {_median_sql()} WHERE campaign_id = %s", [campaign.pk])
     WorkerValueCount.objects.bulk_create(
         (
             WorkerValueCount(campaign_id=campaign.pk, worker_id=w, value=v, n=n)
