@@ -28,8 +28,8 @@ labels on SQLite.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
-from fractions import Fraction
 
 import numpy as np
 from django.db import OperationalError, connection, transaction
@@ -337,20 +337,32 @@ def _stats_read(campaign: Campaign) -> tuple:
 
 def _bias_from_sums(sums: list, table: dict, confidence: float = 0.95) -> None:
     """Bias and its t interval from ``WorkerBiasStats``: with d = x − o/k on each compared cell,
-    Σd = Σ_k (Σx − Σo/k) and Σd² = Σ_k (Σx² − 2Σxo/k + Σo²/k²), in exact rationals, then as
+    Σd = Σ_k (Σx − Σo/k) and Σd² = Σ_k (Σx² − 2Σxo/k + Σo²/k²), exactly (integers over a common
+    denominator), then as
     :func:`audits.engine.workers.worker_bias` takes them (mean, sum of squared deviations)."""
-    per: dict[int, list] = {}
-    for worker_id, k, n, sx, sxx, so, soo, sxo in sums:
-        acc = per.setdefault(worker_id, [0, Fraction(0), Fraction(0)])
-        acc[0] += n
-        acc[1] += sx - Fraction(so, k)
-        acc[2] += sxx - Fraction(2 * sxo, k) + Fraction(soo, k * k)
-    ids = sorted(w for w, acc in per.items() if acc[0] > 0)
+    by_worker: dict[int, list] = {}
+    for worker_id, *row in sums:
+        by_worker.setdefault(worker_id, []).append(row)
+    ids = sorted(by_worker)
     if not ids:
         return
-    n = np.array([per[w][0] for w in ids], dtype=np.int64)
-    bias = np.array([float(per[w][1] / per[w][0]) for w in ids])
-    ss = np.array([float(max(per[w][2] - per[w][1] ** 2 / per[w][0], Fraction(0))) for w in ids])
+    count, bias_list, ss_list = [], [], []
+    for worker_id in ids:
+        rows = by_worker[worker_id]
+        # In integers over the common denominator L of the ks (Python's int / int is correctly
+        # rounded): D = L·Σd, Q = L²·Σd², and n·L²·(sum of squared deviations) = n·Q − D².
+        big = math.lcm(*(k for k, *_ in rows))
+        n = sum(r[1] for r in rows)
+        d = sum(sx * big - so * (big // k) for k, _, sx, _, so, _, _ in rows)
+        q = sum(
+            sxx * big * big - 2 * sxo * big * (big // k) + soo * (big // k) ** 2 for k, _, _, sxx, _, soo, sxo in rows
+        )
+        count.append(n)
+        bias_list.append(d / (n * big))
+        ss_list.append(max(n * q - d * d, 0) / (n * big * big))
+    n = np.array(count, dtype=np.int64)
+    bias = np.array(bias_list)
+    ss = np.array(ss_list)
     with np.errstate(invalid="ignore", divide="ignore"):
         se = np.sqrt(ss / (n - 1) / n)
     half = np.full(len(ids), np.nan)
