@@ -81,7 +81,13 @@ class WorkerRow:
 
     def numbers(self) -> dict:
         """The row as JSON (what a rule logs with its action, and the dashboard shows)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "worker_id"}
+        # Shallow, field by field: dataclasses.asdict deep-copies every value (about 0.2 ms a row, a
+        # fifth of a second per refresh at 1000 workers); the lists are copied, their items are plain.
+        return {
+            f.name: list(v) if isinstance(v := getattr(self, f.name), list) else v
+            for f in dataclasses.fields(self)
+            if f.name != "worker_id"
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,12 +357,13 @@ def _bias_from_sums(sums: list, table: dict, confidence: float = 0.95) -> None:
         rows = by_worker[worker_id]
         # In integers over the common denominator L of the ks (Python's int / int is correctly
         # rounded): D = L·Σd, Q = L²·Σd², and n·L²·(sum of squared deviations) = n·Q − D².
-        big = math.lcm(*(k for k, *_ in rows))
-        n = sum(r[1] for r in rows)
-        d = sum(sx * big - so * (big // k) for k, _, sx, _, so, _, _ in rows)
-        q = sum(
-            sxx * big * big - 2 * sxo * big * (big // k) + soo * (big // k) ** 2 for k, _, _, sxx, _, soo, sxo in rows
-        )
+        big = math.lcm(*(row[0] for row in rows))
+        n = d = q = 0
+        for k, m, sx, sxx, so, soo, sxo in rows:
+            f = big // k
+            n += m
+            d += sx * big - so * f
+            q += (sxx * big - 2 * sxo * f) * big + soo * f * f
         count.append(n)
         bias_list.append(d / (n * big))
         ss_list.append(max(n * q - d * d, 0) / (n * big * big))
