@@ -82,9 +82,13 @@ def label_stats_add(*, label: Label, campaign: Campaign, worker_excluded: bool) 
     Call it inside the transaction that creates the label (``label_submit``), after the prompt's
     ``n_labels`` was incremented; it joins that transaction. It runs on every label, so each step is
     one SQL statement (upserts; SQLite ≥ 3.35 and PostgreSQL share the syntax): 4 + 1 per audit
-    unit statements whatever the campaign's size, and no campaign-wide lock.
+    unit statements whatever the campaign's size, and no campaign-wide lock; the worker-quality
+    statistics (``audits.services.quality_stats.quality_stats_add``, controls and excluded workers'
+    labels included) add 6, one of them reading the prompt's other labels (about k rows).
 
-    Row locks, always in this order: the worker's row, the label's unit rows (one prompt's, by
+    Row locks, always in this order: the worker's rows (their quality statistics and value counts,
+    then their audit statistics; the bias deltas of other workers are inserts, which lock nothing
+    another label takes), the label's unit rows (one prompt's, by
     option), one counter shard of the campaign (the calling thread's) and, under it, that shard's
     unit-state histogram rows. Labels of one campaign queue only when their threads share a shard,
     and no two labels can deadlock. (A transaction folding several labels should fold them in
