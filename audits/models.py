@@ -88,6 +88,109 @@ class WorkerAuditStats(models.Model):
         return f"{self.worker} in {self.campaign}: {self.n_labels} labels"
 
 
+class WorkerQualityStats(models.Model):
+    """One worker's worker-quality counts in one campaign, kept with each label (``label_stats_add``):
+    counted labels of prompts that are not controls (excluded workers' included), controls answered
+    and answered correctly, and the median of their seconds per label (``LabelSeconds``)."""
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    worker = models.ForeignKey("annotation.Worker", on_delete=models.CASCADE, related_name="+")
+    n_labels = models.PositiveIntegerField(default=0)
+    n_controls = models.PositiveIntegerField(default=0)
+    n_correct = models.PositiveIntegerField(default=0)
+    median_seconds = models.FloatField(null=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "worker quality statistics"
+        constraints = [models.UniqueConstraint(fields=["campaign", "worker"], name="workerqualitystats_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.worker} in {self.campaign}: {self.n_labels} labels, {self.n_controls} controls"
+
+
+class WorkerValueCount(models.Model):
+    """How many of a worker's audited cells (valid units of their non-control labels) hold a scaled
+    value: the straight-lining rule's sufficient statistics."""
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    worker = models.ForeignKey("annotation.Worker", on_delete=models.CASCADE, related_name="+")
+    value = models.BigIntegerField()
+    n = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "worker value counts"
+        constraints = [models.UniqueConstraint(fields=["campaign", "worker", "value"], name="workervaluecount_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.worker} in {self.campaign}: {self.value} × {self.n}"
+
+
+class WorkerBiasStats(models.Model):
+    """The bias's exact sufficient statistics of one worker's cells compared with ``k`` others
+    (``audits.selectors.worker_numbers``): with ``x`` the worker's scaled value on a unit and ``o`` the
+    sum of the k reference others' values there, the count and the integer sums of x, x², o, o², x·o.
+    Scaled values are integers, so every sum is exact and the bias follows in rationals."""
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    worker = models.ForeignKey("annotation.Worker", on_delete=models.CASCADE, related_name="+")
+    k = models.PositiveIntegerField()
+    n = models.BigIntegerField(default=0)
+    sx = models.BigIntegerField(default=0)
+    sxx = models.BigIntegerField(default=0)
+    so = models.BigIntegerField(default=0)
+    soo = models.BigIntegerField(default=0)
+    sxo = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "worker bias statistics"
+        constraints = [models.UniqueConstraint(fields=["campaign", "worker", "k"], name="workerbiasstats_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.worker} in {self.campaign}: {self.n} cells with {self.k} others"
+
+
+class WorkerBiasDelta(models.Model):
+    """A change to ``WorkerBiasStats`` written with a label (append-only, so a label never waits on
+    another worker's row) and folded in by the next quick run, which deletes it in the same
+    transaction: each delta is counted exactly once, whichever process dies when."""
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    worker_id = models.BigIntegerField()
+    k = models.PositiveIntegerField()
+    n = models.BigIntegerField(default=0)
+    sx = models.BigIntegerField(default=0)
+    sxx = models.BigIntegerField(default=0)
+    so = models.BigIntegerField(default=0)
+    soo = models.BigIntegerField(default=0)
+    sxo = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "worker bias deltas"
+
+    def __str__(self) -> str:
+        return f"worker {self.worker_id} in {self.campaign}: {self.n:+d} cells with {self.k} others"
+
+
+class LabelSeconds(models.Model):
+    """Seconds from lease to label of each counted label (controls included; negative read as 0), for
+    the campaign's and each worker's median by index rather than by reading every label."""
+
+    campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
+    worker_id = models.BigIntegerField()
+    label_id = models.BigIntegerField()
+    seconds = models.FloatField()
+
+    class Meta:
+        verbose_name = verbose_name_plural = "label seconds"
+        indexes = [
+            models.Index(fields=["campaign", "seconds"], name="labelseconds_campaign"),
+            models.Index(fields=["campaign", "worker_id", "seconds"], name="labelseconds_worker"),
+        ]
+
+    def __str__(self) -> str:
+        return f"label {self.label_id}: {self.seconds} s"
+
+
 class UnitAuditStats(models.Model):
     """One unit's labels: count, sum and sum of squares of their scaled values.
 

@@ -139,18 +139,21 @@ def label_value(prompt_id: int, worker_id: int) -> int:
     return 1 - prompt_id % 2 if wrong else prompt_id % 2
 
 
-def seed(*, n_labels: int, k: int, n_workers: int, stream_labels: int, owner):
-    """A launched campaign holding ``n_labels`` labels (k per prompt) and open prompts for the stream."""
+def seed(*, n_labels: int, k: int, n_workers: int, stream_labels: int, owner, n_controls: int = 0, rules: bool = True):
+    """A launched campaign holding ``n_labels`` labels (k per prompt) and open prompts for the stream;
+    with ``n_controls`` control prompts, every worker has answered the first half of them and holds a
+    lease on each of the others (the stream answers them), and with ``rules`` two active quality rules
+    (control accuracy below 0.8 after 10 controls, an answer's share above 95 % after 20 labels: flag)."""
     from django.db import connection, transaction
 
     from annotation import services
-    from annotation.models import ImportBatch, Label, Lease, Participation, Prompt, Slot, Worker
+    from annotation.models import ImportBatch, Label, Lease, Participation, Prompt, QualityRule, Slot, Worker
 
     n_full = n_labels // k
     n_open = stream_labels // k + 1
     campaign = services.campaign_create(owner=owner, title=f"Live audit benchmark {n_labels}", k=k)
     batch = ImportBatch.objects.create(
-        campaign=campaign, filename="bench.jsonl", sha256=uuid.uuid4().hex * 2, n_prompts=n_full + n_open
+        campaign=campaign, filename="bench.jsonl", sha256=uuid.uuid4().hex * 2, n_prompts=n_full + n_open + n_controls
     )
     c = campaign.pk
     now = time.strftime("%Y-%m-%d %H:%M:%S+00", time.gmtime())
@@ -168,6 +171,12 @@ def seed(*, n_labels: int, k: int, n_workers: int, stream_labels: int, owner):
         )
         copy_rows(
             raw,
+            Prompt._meta.db_table,
+            'campaign_id, batch_id, external_id, text, options, gold, "group", is_control, n_labels',
+            (f"{c}\t{batch.pk}\tc{i}\tControl {i}.\t[]\t{i % 2}\t\tt\t0\n" for i in range(n_controls)),
+        )
+        copy_rows(
+            raw,
             Worker._meta.db_table,
             "channel, external_id, created_at",
             (f"bench\t{c}-{i}\t{now}\n" for i in range(n_workers)),
@@ -177,7 +186,10 @@ def seed(*, n_labels: int, k: int, n_workers: int, stream_labels: int, owner):
             [f"{c}-%"],
         )
         worker_ids = [r[0] for r in raw.fetchall()]
-        raw.execute(f"SELECT id, n_labels FROM {Prompt._meta.db_table} WHERE campaign_id = %s ORDER BY id", [c])
+        raw.execute(
+            f"SELECT id, n_labels FROM {Prompt._meta.db_table} WHERE campaign_id = %s AND NOT is_control ORDER BY id",
+            [c],
+        )
         prompts = raw.fetchall()
         rand = random.Random(c).random
         copy_rows(
@@ -208,6 +220,26 @@ def seed(*, n_labels: int, k: int, n_workers: int, stream_labels: int, owner):
             f"FROM {Lease._meta.db_table} l WHERE l.campaign_id = %s AND l.status = 'submitted'",
             [c],
         )
+        if n_controls:  # every worker: the first half of the controls answered, a lease on the rest
+            raw.execute(
+                f"INSERT INTO {Lease._meta.db_table} "
+                "(campaign_id, prompt_id, worker_id, slot_id, status, created_at, expires_at) "
+                "SELECT %s, p.id, w, NULL, CASE WHEN p.n <= %s THEN 'submitted' ELSE 'active' END, now(), "
+                "now() + interval '1 day' FROM unnest(%s::bigint[]) AS w CROSS JOIN (SELECT id, "
+                f"row_number() OVER (ORDER BY id) AS n FROM {Prompt._meta.db_table} "
+                "WHERE campaign_id = %s AND is_control) p",
+                [c, n_controls // 2, worker_ids, c],
+            )
+            raw.execute(
+                f"INSERT INTO {Label._meta.db_table} "
+                "(campaign_id, prompt_id, worker_id, lease_id, slot_id, is_control, value, "
+                "client_token, leased_at, created_at, void_reason) "
+                "SELECT l.campaign_id, l.prompt_id, l.worker_id, l.id, NULL, true, "
+                f"to_jsonb({VALUE_SQL.replace('%', '%%')}), 'seed-' || l.id, l.created_at, l.created_at, '' "
+                f"FROM {Lease._meta.db_table} l WHERE l.campaign_id = %s AND l.status = 'submitted' "
+                "AND l.slot_id IS NULL",
+                [c],
+            )
         raw.execute(
             f"INSERT INTO {Participation._meta.db_table} (campaign_id, worker_id, n_labels, joined_at) "
             f"SELECT %s, w, (SELECT count(*) FROM {Label._meta.db_table} "
@@ -217,6 +249,11 @@ def seed(*, n_labels: int, k: int, n_workers: int, stream_labels: int, owner):
         )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
+    if rules:
+        for metric, threshold, min_labels in (("control_accuracy", 0.8, 10), ("straight_lining", 0.95, 20)):
+            QualityRule.objects.create(
+                campaign=campaign, metric=metric, threshold=threshold, min_labels=min_labels, action="flag"
+            )
     return services.campaign_transition(campaign=campaign, action="launch")
 
 
@@ -231,10 +268,26 @@ def stream(campaign, *, rate: float, seconds: float, batches_per_second: float, 
     from annotation.models import Lease
 
     leases = list(
-        Lease.objects.filter(campaign=campaign, status=Lease.Status.ACTIVE)
+        Lease.objects.filter(campaign=campaign, status=Lease.Status.ACTIVE, slot__isnull=False)
         .order_by("prompt_id", "slot__index")
         .values_list("id", "prompt_id", "worker_id", "slot_id", "created_at")
     )
+    # Control leases (no slot) spread evenly through the stream, about one label in ten.
+    control_leases = list(
+        Lease.objects.filter(campaign=campaign, status=Lease.Status.ACTIVE, slot__isnull=True)
+        .order_by("worker_id", "prompt_id")
+        .values_list("id", "prompt_id", "worker_id", "slot_id", "created_at")
+    )
+    random.Random(campaign.pk).shuffle(control_leases)
+    control_leases = control_leases[: len(leases) // 9]
+    if control_leases:
+        step = len(leases) // len(control_leases)
+        mixed = []
+        for i, lease in enumerate(leases):
+            mixed.append(lease)
+            if i % step == step - 1 and control_leases:
+                mixed.append(control_leases.pop())
+        leases = mixed
     connection.close()
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
@@ -313,6 +366,7 @@ def _stream_thread(campaign, leases, rate, seconds, batches_per_second, out, sta
                         worker_id=w,
                         lease_id=lid,
                         slot_id=s,
+                        is_control=s is None,
                         value=label_value(p, w),
                         client_token=f"stream-{lid}",
                         leased_at=at,
@@ -322,7 +376,7 @@ def _stream_thread(campaign, leases, rate, seconds, batches_per_second, out, sta
                 ]
             )
             Lease.objects.filter(pk__in=[x[0] for x in chunk]).update(status=Lease.Status.SUBMITTED)
-            Slot.objects.filter(pk__in=[x[3] for x in chunk]).update(filled=True)
+            Slot.objects.filter(pk__in=[x[3] for x in chunk if x[3] is not None]).update(filled=True)
             for label in sorted(labels, key=lambda x: x.worker_id):  # row locks in one order (no deadlock)
                 Prompt.objects.filter(pk=label.prompt_id).update(n_labels=F("n_labels") + 1)
                 label_stats_add(label=label, campaign=campaign, worker_excluded=False)
@@ -388,6 +442,8 @@ def run_size(args, size: int, services: Services, owner) -> dict:
         n_workers=n_workers,
         stream_labels=int(args.rate * args.seconds * 1.2) + 100,
         owner=owner,
+        n_controls=args.controls,
+        rules=not args.no_rules,
     )
     seeded = time.perf_counter() - t
     t = time.perf_counter()
@@ -546,6 +602,8 @@ def main(argv=None) -> int:
     parser.add_argument("--submit-path", action="store_true", help="drive the real lease_acquire + label_submit")
     parser.add_argument("--processes", type=int, default=2, help="processes writing labels")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--controls", type=int, default=20, help="control prompts (0: none)")
+    parser.add_argument("--no-rules", action="store_true", help="no active quality rules")
     args = parser.parse_args(argv)
 
     import psycopg

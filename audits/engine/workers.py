@@ -57,6 +57,7 @@ __all__ = [
     "control_accuracy",
     "WorkerSpeed",
     "worker_speed",
+    "worker_speed_from_medians",
     "SPEED_SHARE",
 ]
 
@@ -356,7 +357,34 @@ def worker_speed(
     lo_mid, hi_mid = starts + (n - 1) // 2, starts + n // 2
     median = (ts[lo_mid] + ts[hi_mid]) / 2 if ids.size else np.zeros(0)
     campaign = float(np.median(t)) if t.size else float("nan")
+    return _speed(ids, n, median, campaign, min_labels=min_labels, max_share=max_share)
+
+
+def _speed(ids, n, median, campaign: float, *, min_labels: int, max_share: float) -> WorkerSpeed:
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = median / campaign if campaign > 0 else np.full(ids.size, np.nan)
     flagged = (n >= min_labels) & (np.nan_to_num(ratio, nan=1.0) < max_share)
     return WorkerSpeed(ids, n, median, campaign, ratio, flagged, int(min_labels), float(max_share))
+
+
+def worker_speed_from_medians(
+    worker_ids: Any,
+    n_labels: Any,
+    median_seconds: Any,
+    campaign_median: float | None,
+    *,
+    min_labels: int = MIN_SCORED_FLOOR,
+    max_share: float = SPEED_SHARE,
+) -> WorkerSpeed:
+    """:func:`worker_speed` from each worker's label count and median (and the campaign's median),
+    kept elsewhere as the labels arrive; the same result on the same labels.
+
+    >>> s = worker_speed_from_medians(["fast", "a", "b"], [10, 10, 10], [0.5, 4.0, 6.0], 4.0)
+    >>> s.flagged.tolist()
+    [True, False, False]
+    """
+    ids = np.asarray(worker_ids).reshape(-1)
+    n = np.asarray(n_labels, dtype=np.int64).reshape(-1)
+    median = np.asarray(median_seconds, dtype=np.float64).reshape(-1)
+    campaign = float("nan") if campaign_median is None else float(campaign_median)
+    return _speed(ids, n, median, campaign, min_labels=min_labels, max_share=max_share)

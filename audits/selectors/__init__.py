@@ -33,7 +33,7 @@ from .stats import (
 from .systems import leaderboard, system_detail, systems_list
 from .tables import agreement_rows, ambiguous_units, worker_table
 from .truths import ground_truths_for_report, ground_truths_summary, ground_truths_version
-from .worker_numbers import WorkerQuality, WorkerRow, worker_quality
+from .worker_numbers import WorkerQuality, WorkerRow, worker_quality, worker_quality_from_labels
 from .worker_rules import RuleDecision, rule_decisions
 
 __all__ = [
@@ -79,5 +79,6 @@ __all__ = [
     "systems_list",
     "unit_name",
     "worker_quality",
+    "worker_quality_from_labels",
     "worker_table",
 ]

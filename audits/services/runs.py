@@ -82,8 +82,8 @@ def audit_refresh(*, campaign_id: int) -> AuditSnapshot | None:
     the watermark (the labels that instant included). Idempotent: a rerun at the same watermark
     rewrites the same row; a run killed midway leaves nothing behind, and the rules' actions are
     idempotent too. The six numbers read a constant number of rows per campaign, plus one per
-    worker; the worker quality reads the campaign's counted labels once, after the consistent read
-    (so no label waits for it), about 0.4 s per 100,000 labels on SQLite.
+    worker; the worker quality reads its own statistics (a few rows per worker, and the campaign's
+    median seconds by index), after the consistent read, so no label waits for it.
     """
     started, cpu = time.perf_counter(), time.process_time()
     try:

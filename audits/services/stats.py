@@ -15,7 +15,20 @@ from django.utils import timezone
 from annotation.models import Campaign, Label, Prompt
 from audits import selectors
 from audits.conf import audit_setting
-from audits.models import AuditSnapshot, AuditStats, AuditStatsShard, UnitAuditStats, UnitStateCount, WorkerAuditStats
+from audits.models import (
+    AuditSnapshot,
+    AuditStats,
+    AuditStatsShard,
+    LabelSeconds,
+    UnitAuditStats,
+    UnitStateCount,
+    WorkerAuditStats,
+    WorkerBiasDelta,
+    WorkerBiasStats,
+    WorkerQualityStats,
+    WorkerValueCount,
+)
+from audits.services.quality_stats import quality_stats_add, quality_stats_rebuild
 from audits.services.scheduling import audit_schedule_recompute
 
 
@@ -29,7 +42,7 @@ def _stats_row(campaign_id: int, scale: dict, *, exclude_label: int | None = Non
     row = AuditStats.objects.filter(campaign_id=campaign_id).values_list("scale", "needs_rebuild").first()
     if row is not None:
         return row
-    older = Label.objects.audited().filter(campaign_id=campaign_id)
+    older = Label.objects.counted().filter(campaign_id=campaign_id)
     if exclude_label is not None:
         older = older.exclude(pk=exclude_label)
     try:
@@ -69,29 +82,34 @@ def label_stats_add(*, label: Label, campaign: Campaign, worker_excluded: bool) 
     Call it inside the transaction that creates the label (``label_submit``), after the prompt's
     ``n_labels`` was incremented; it joins that transaction. It runs on every label, so each step is
     one SQL statement (upserts; SQLite ≥ 3.35 and PostgreSQL share the syntax): 4 + 1 per audit
-    unit statements whatever the campaign's size, and no campaign-wide lock.
+    unit statements whatever the campaign's size, and no campaign-wide lock; the worker-quality
+    statistics (``audits.services.quality_stats.quality_stats_add``, controls and excluded workers'
+    labels included) add 6, one of them reading the prompt's other labels (about k rows).
 
-    Row locks, always in this order: the worker's row, the label's unit rows (one prompt's, by
+    Row locks, always in this order: the worker's rows (their quality statistics and value counts,
+    then their audit statistics; the bias deltas of other workers are inserts, which lock nothing
+    another label takes), the label's unit rows (one prompt's, by
     option), one counter shard of the campaign (the calling thread's) and, under it, that shard's
     unit-state histogram rows. Labels of one campaign queue only when their threads share a shard,
     and no two labels can deadlock. (A transaction folding several labels should fold them in
     worker order.) ``stats_rebuild`` locks the tables first.
     """
     transaction.on_commit(partial(audit_schedule_recompute, campaign_id=campaign.pk))
-    if label.is_control:  # it measures its worker, not the prompts
-        return
     schema = campaign.label_schema
     scale = scale_key(schema)
-    now = label.created_at or timezone.now()
-    units = selectors.label_units(schema, label.value)
+    units = [] if label.is_control else selectors.label_units(schema, label.value)
     valid = [(option, scaled) for option, scaled in units if scaled is not None]
-    n_invalid = len(units) - len(valid)
-    total = float(sum(scaled for _, scaled in valid))
-    total_sq = float(sum(scaled * scaled for _, scaled in valid))
-
     stored_scale, needs_rebuild = _stats_row(campaign.pk, scale, exclude_label=label.pk)
     if isinstance(stored_scale, str):
         stored_scale = json.loads(stored_scale)
+    if not needs_rebuild and stored_scale == scale:  # else the rebuild takes the label from the table
+        quality_stats_add(label=label, campaign=campaign, units=valid, worker_excluded=worker_excluded)
+    if label.is_control:  # it measures its worker, not the prompts
+        return
+    now = label.created_at or timezone.now()
+    n_invalid = len(units) - len(valid)
+    total = float(sum(scaled for _, scaled in valid))
+    total_sq = float(sum(scaled * scaled for _, scaled in valid))
     fold = not worker_excluded and not needs_rebuild and stored_scale == scale
     if fold:
         workers = _q(WorkerAuditStats._meta.db_table)
@@ -230,7 +248,18 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
     with transaction.atomic(durable=True):
         if connection.vendor == "postgresql":
             tables = ", ".join(
-                _q(m._meta.db_table) for m in (WorkerAuditStats, UnitAuditStats, AuditStatsShard, UnitStateCount)
+                _q(m._meta.db_table)
+                for m in (
+                    WorkerAuditStats,
+                    UnitAuditStats,
+                    AuditStatsShard,
+                    UnitStateCount,
+                    LabelSeconds,
+                    WorkerQualityStats,
+                    WorkerValueCount,
+                    WorkerBiasDelta,
+                    WorkerBiasStats,
+                )
             )
             with connection.cursor() as cursor:
                 cursor.execute(f"LOCK TABLE {tables} IN SHARE ROW EXCLUSIVE MODE")
@@ -295,6 +324,7 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
                 *(AuditStatsShard(campaign_id=campaign_id, shard=i) for i in range(1, shards)),
             ]
         )
+        quality_stats_rebuild(campaign=campaign)
         AuditSnapshot.objects.filter(campaign_id=campaign_id, watermark__gte=rebuilt.n_labels).delete()
         stats.scale = scale
         stats.needs_rebuild = False
