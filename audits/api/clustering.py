@@ -185,3 +185,76 @@ class AnswersExportApi(APIView):
     @extend_schema(responses={(200, "application/jsonl"): OpenApiResponse(OpenApiTypes.STR)})
     def get(self, request, slug: str):
         return answers_document(campaign_for_request(request, slug))
+
+
+class NoiseOutput(serializers.Serializer):
+    n_answers = serializers.IntegerField()
+    n_invalid = serializers.IntegerField()
+    n_clusters = serializers.IntegerField()
+    top_share = serializers.FloatField(allow_null=True, help_text="The largest cluster's share of valid answers.")
+    entropy_bits = serializers.FloatField(allow_null=True, help_text="Shannon entropy of the clusters, in bits.")
+    invalid_share = serializers.FloatField(allow_null=True)
+    reason = serializers.CharField(allow_null=True, help_text="Why a number is null.")
+
+
+class OverviewRowOutput(serializers.Serializer):
+    prompt = serializers.CharField(source="prompt.external_id")
+    n_answers = serializers.IntegerField()
+    n_distinct = serializers.IntegerField(help_text="Distinct answers as typed.")
+    adjudicated = serializers.SerializerMethodField(help_text="Whether a final (adjudicated) clustering exists.")
+    agreement = serializers.JSONField(
+        allow_null=True, help_text="The two independent clusterings' BLANC and adjusted Rand index, once both exist."
+    )
+    noise = NoiseOutput(allow_null=True, help_text="From the final clustering, else Chorus's proposal.")
+    noise_source = serializers.CharField(help_text='"final", "proposal", or "" (no clustering yet).')
+    passes_filter = serializers.BooleanField(
+        allow_null=True, help_text="ProtoQA's quality filter: the top 8 clusters hold at least 85 % of the answers."
+    )
+
+    def get_adjudicated(self, row) -> bool:
+        return row.clusterings.adjudicated is not None
+
+
+class OverviewOutput(serializers.Serializer):
+    rows = OverviewRowOutput(many=True)
+    n_adjudicated = serializers.IntegerField()
+    mean_blanc = serializers.FloatField(allow_null=True)
+    mean_adjusted_rand = serializers.FloatField(allow_null=True)
+    summary = serializers.SerializerMethodField(
+        help_text="The campaign's answer noise: per number its mean, median and quartiles, the most divided "
+        "prompts and those failing ProtoQA's filter; null before any clustering."
+    )
+
+    def get_summary(self, overview) -> dict | None:
+        summary = overview["summary"]
+        if summary is None:
+            return None
+        return {
+            "n_prompts": summary.n_prompts,
+            "distribution": summary.distribution,
+            "most_divided": [
+                {"prompt": prompt, "entropy_bits": entropy, "top_share": top}
+                for prompt, entropy, top in summary.most_divided
+            ],
+            "failing_filter": list(summary.failing_filter),
+        }
+
+
+class ProposedOutput(serializers.Serializer):
+    proposed = serializers.IntegerField(
+        help_text="Prompts with answers, each now with a proposal covering them (new or already current)."
+    )
+
+
+class AnswersOverviewApi(APIView):
+    @extend_schema(
+        responses={200: OverviewOutput}, summary="The answers page: every prompt's clustering status and noise"
+    )
+    def get(self, request, slug: str):
+        campaign = campaign_for_request(request, slug)
+        return Response(OverviewOutput(selectors.answers_overview(campaign=campaign)).data)
+
+    @extend_schema(request=None, responses={200: ProposedOutput}, summary="Propose clusters for every prompt")
+    def post(self, request, slug: str):
+        campaign = campaign_for_request(request, slug)
+        return Response({"proposed": services.clustering_propose_all(campaign=campaign)})

@@ -40,6 +40,7 @@ urlpatterns = [
     path("v1/compare/", studies.CompareApi.as_view(), name="compare"),
     path("v1/compare.csv", studies.CompareCsvApi.as_view(), name="compare-csv"),
     path(f"{campaign}/answers.jsonl", clustering.AnswersExportApi.as_view(), name="answers-export"),
+    path(f"{campaign}/answers/", clustering.AnswersOverviewApi.as_view(), name="answers"),
     path(
         f"{campaign}/answers/<str:external_id>/clusterings/",
         clustering.ClusteringListApi.as_view(),

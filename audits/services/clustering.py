@@ -184,6 +184,13 @@ def clustering_revert(*, clustering: AnswerClustering, by, base_version: int | N
     )
 
 
+def clustering_propose_all(*, campaign: Campaign) -> int:
+    """``clustering_propose`` for every prompt of the campaign (controls aside); returns how many have
+    a proposal covering their answers now (prompts without answers have none)."""
+    proposed = [clustering_propose(prompt=prompt) for prompt in campaign.prompts.filter(is_control=False)]
+    return sum(proposal is not None for proposal in proposed)
+
+
 def clustering_propose(*, prompt: Prompt) -> AnswerClustering | None:
     """The engine's proposal for ``prompt`` (``propose_clusters``), saved as a new proposal version
     unless the current one already covers exactly the prompt's answers; None for a prompt without

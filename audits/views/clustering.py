@@ -38,8 +38,8 @@ def answers(request, slug):
     prompt whose proposal does not cover its answers yet."""
     campaign = campaign_for_request(request, slug)
     if request.method == "POST":
-        proposed = [services.clustering_propose(prompt=p) for p in campaign.prompts.filter(is_control=False)]
-        messages.success(request, f"Clusters proposed for {sum(p is not None for p in proposed)} prompts.")
+        n_proposed = services.clustering_propose_all(campaign=campaign)
+        messages.success(request, f"Clusters proposed for {n_proposed} prompts.")
         return redirect("audit_answers", slug=campaign.slug)
     overview = selectors.answers_overview(campaign=campaign)
     summary = overview["summary"]

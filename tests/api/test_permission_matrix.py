@@ -408,6 +408,7 @@ TABLE: dict[str, list[Probe]] = {
             **API,
         )
     ],
+    "api/v1/campaigns/<slug:slug>/answers/": [managers("GET", 200, **API), managers("POST", 200, **API)],
     "api/v1/campaigns/<slug:slug>/answers/<str:external_id>/propose/": [
         managers("POST", 200, kwargs={"external_id": "p0"}, **API)  # no answers yet: no proposal
     ],

@@ -12,8 +12,8 @@ from annotation import selectors as annotation_selectors
 from annotation import services
 from annotation.models import Invitation, Label
 from audits.models import AnswerClustering, BootstrapRun, GroundTruthRun
+from audits.selectors import answers_overview, figures
 from audits.selectors import clustering as clustering_selectors
-from audits.selectors import figures
 from audits.selectors.card import instrument_card
 from audits.services import audit_full, audit_refresh, bootstrap_compute, ground_truths_compute
 from tests.audits.live.free_text import free_text_campaign
@@ -339,3 +339,23 @@ def test_clustering_propose_and_revert(free_text, token_api, unchanged):
     assert_error(
         api.post(f"{base}/clusterings/{proposal.pk}/revert/", {"base_version": 3}, format="json"), 400, "invalid"
     )
+
+
+def test_the_answers_overview_and_proposing_for_every_prompt(free_text, token_api, researcher, client):
+    campaign, (c1, c2, t, j), alice, bob, carol = free_text
+    url = f"/api/v1/campaigns/{campaign.slug}/answers/"
+    api = token_api(alice)
+    before = api.get(url).json()
+    assert before["summary"] is None and [row["noise_source"] for row in before["rows"]] == [""]
+    assert api.post(url).json() == {"proposed": 1}
+    assert api.post(url).json() == {"proposed": 1}  # the same proposal: it already covers every answer
+    assert AnswerClustering.objects.filter(role="proposal").count() == 1
+    overview = api.get(url).json()
+    (row,) = overview["rows"]
+    assert (row["prompt"], row["n_answers"], row["noise_source"], row["adjudicated"]) == ("q1", 4, "proposal", False)
+    # The same numbers as the page shows.
+    page = answers_overview(campaign=campaign)
+    assert row["noise"]["entropy_bits"] == page["rows"][0].noise.entropy_bits
+    assert overview["summary"]["n_prompts"] == page["summary"].n_prompts == 1
+    client.force_login(alice)
+    assert client.get(reverse("audit_answers", args=[campaign.slug])).status_code == 200
