@@ -55,6 +55,7 @@ from audits.engine.workers import (
     worker_speed_from_medians,
 )
 from audits.models import WorkerBiasStats, WorkerQualityStats, WorkerValueCount
+from audits.quality_tables import bias_deltas_fold, campaign_median_seconds
 
 
 @dataclasses.dataclass
@@ -305,9 +306,6 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
 def _stats_read(campaign: Campaign) -> tuple:
     """The statistics :func:`worker_quality` reads, with the bias deltas folded first, in one
     transaction (REPEATABLE READ on PostgreSQL: one instant for every table)."""
-    # A service imported here: the services package imports the selectors at its own import.
-    from audits.services.quality_stats import bias_deltas_fold, campaign_median_seconds  # noqa: PLC0415
-
     isolate = connection.vendor == "postgresql" and not connection.in_atomic_block
     with transaction.atomic():
         if isolate:

@@ -28,25 +28,14 @@ from annotation.models import Campaign, Label, Participation, Prompt
 from annotation.selectors.workers import _control_answer_correct, worker_control_results
 from audits import selectors
 from audits.models import LabelSeconds, WorkerBiasDelta, WorkerBiasStats, WorkerQualityStats, WorkerValueCount
-
-BIAS_FIELDS = ("n", "sx", "sxx", "so", "soo", "sxo")
-
-
-def _q(name: str) -> str:
-    return connection.ops.quote_name(name)
-
-
-def _sql(statement: str, params: list) -> list:
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return cursor.fetchall() if cursor.description else []
+from audits.quality_tables import BIAS_FIELDS, bias_deltas_fold, campaign_median_seconds, quote, sql
 
 
 def label_seconds_sql() -> str:
     """Seconds from lease to label of a row of the label table, computed by the database (to the
     millisecond on SQLite), not clamped."""
-    table = _q(Label._meta.db_table)
-    created, leased = f"{table}.{_q('created_at')}", f"{table}.{_q('leased_at')}"
+    table = quote(Label._meta.db_table)
+    created, leased = f"{table}.{quote('created_at')}", f"{table}.{quote('leased_at')}"
     if connection.vendor == "sqlite":
         return f"(julianday({created}) - julianday({leased})) * 86400.0"
     return f"CAST(EXTRACT(EPOCH FROM ({created} - {leased})) AS double precision)"
@@ -60,7 +49,7 @@ def _clamped(expr: str) -> str:
 def _median_sql() -> str:
     """The median of a ``WorkerQualityStats`` row's worker's ``LabelSeconds`` (in an UPDATE of that
     table): the mean of the ((c + 1) / 2)th and ((c + 2) / 2)th smallest of c, as the engine takes it."""
-    stats, seconds = _q(WorkerQualityStats._meta.db_table), _q(LabelSeconds._meta.db_table)
+    stats, seconds = quote(WorkerQualityStats._meta.db_table), quote(LabelSeconds._meta.db_table)
     return (
         f"(SELECT AVG(seconds) FROM (SELECT seconds, row_number() OVER (ORDER BY seconds) AS rn, "
         f"count(*) OVER () AS c FROM {seconds} s WHERE s.campaign_id = {stats}.campaign_id "
@@ -82,45 +71,23 @@ def _bias_term(acc: dict, worker_id: int, k: int, x: int, o: int, sign: int) -> 
         row[i] += sign * v
 
 
-def _median(campaign_id: int, n: int, worker_id: int | None = None) -> float | None:
-    """The median of the campaign's (or one worker's) ``LabelSeconds`` of ``n`` rows, by index."""
-    if n <= 0:
-        return None
-    table = _q(LabelSeconds._meta.db_table)
-    where, params = "campaign_id = %s", [campaign_id]
-    if worker_id is not None:
-        where, params = where + " AND worker_id = %s", [*params, worker_id]
-    rows = _sql(
-        f"SELECT seconds FROM {table} WHERE {where} ORDER BY seconds LIMIT %s OFFSET %s",
-        [*params, 2 - n % 2, (n - 1) // 2],
-    )
-    if len(rows) != 2 - n % 2:
-        raise ValueError("label seconds do not match the worker-quality counts")
-    return (rows[0][0] + rows[-1][0]) / 2
-
-
-def campaign_median_seconds(*, campaign_id: int, n: int) -> float | None:
-    """The median seconds per label over the campaign's ``n`` timed labels (None without any)."""
-    return _median(campaign_id, n)
-
-
 def quality_stats_add(*, label: Label, campaign: Campaign, units: list, worker_excluded: bool) -> None:
     """Fold one new counted label into its worker's quality statistics (module docstring); call it
     inside the label's transaction, after its prompt's ``n_labels`` increment. ``units`` are the
     label's valid ``(option, scaled value)`` pairs (none for a control or a free-text answer)."""
     seconds = _clamped(label_seconds_sql())
-    _sql(
-        f"INSERT INTO {_q(LabelSeconds._meta.db_table)} (campaign_id, worker_id, label_id, seconds) "
-        f"SELECT campaign_id, worker_id, id, {seconds} FROM {_q(Label._meta.db_table)} WHERE id = %s",
+    sql(
+        f"INSERT INTO {quote(LabelSeconds._meta.db_table)} (campaign_id, worker_id, label_id, seconds) "
+        f"SELECT campaign_id, worker_id, id, {seconds} FROM {quote(Label._meta.db_table)} WHERE id = %s",
         [label.pk],
     )
     correct = 0
     if label.is_control:
         gold = Prompt.objects.filter(pk=label.prompt_id).values_list("gold", flat=True).first()
         correct = int(bool(_control_answer_correct(campaign.label_schema, label.value, gold)))
-    table = _q(WorkerQualityStats._meta.db_table)
+    table = quote(WorkerQualityStats._meta.db_table)
     control = int(bool(label.is_control))
-    _sql(
+    sql(
         f"INSERT INTO {table} (campaign_id, worker_id, n_labels, n_controls, n_correct, median_seconds) "
         f"VALUES (%s, %s, %s, %s, %s, NULL) ON CONFLICT (campaign_id, worker_id) DO UPDATE SET "
         f"n_labels = {table}.n_labels + excluded.n_labels, n_controls = {table}.n_controls + excluded.n_controls, "
@@ -129,25 +96,25 @@ def quality_stats_add(*, label: Label, campaign: Campaign, units: list, worker_e
     )
     # A statement of its own, under the row lock the upsert took: it sees every earlier label of the
     # worker. The median of c values: the mean of the ((c + 1) / 2)th and ((c + 2) / 2)th smallest.
-    _sql(
+    sql(
         f"UPDATE {table} SET median_seconds = {_median_sql()} WHERE campaign_id = %s AND worker_id = %s",
         [campaign.pk, label.worker_id],
     )
     if not units:
         return
-    counts = _q(WorkerValueCount._meta.db_table)
+    counts = quote(WorkerValueCount._meta.db_table)
     values: dict[int, int] = defaultdict(int)
     for _, scaled in units:
         values[_int(scaled)] += 1
     for value in sorted(values):
-        _sql(
-            f"INSERT INTO {counts} (campaign_id, worker_id, {_q('value')}, n) VALUES (%s, %s, %s, %s) "
-            f"ON CONFLICT (campaign_id, worker_id, {_q('value')}) DO UPDATE SET n = {counts}.n + excluded.n",
+        sql(
+            f"INSERT INTO {counts} (campaign_id, worker_id, {quote('value')}, n) VALUES (%s, %s, %s, %s) "
+            f"ON CONFLICT (campaign_id, worker_id, {quote('value')}) DO UPDATE SET n = {counts}.n + excluded.n",
             [campaign.pk, label.worker_id, value, values[value]],
         )
-    labels, participations = _q(Label._meta.db_table), _q(Participation._meta.db_table)
-    others = _sql(
-        f"SELECT l.worker_id, l.{_q('value')}, p.excluded_at IS NOT NULL FROM {labels} l "
+    labels, participations = quote(Label._meta.db_table), quote(Participation._meta.db_table)
+    others = sql(
+        f"SELECT l.worker_id, l.{quote('value')}, p.excluded_at IS NOT NULL FROM {labels} l "
         f"LEFT JOIN {participations} p ON p.campaign_id = l.campaign_id AND p.worker_id = l.worker_id "
         f"WHERE l.prompt_id = %s AND l.voided_at IS NULL AND NOT l.is_control AND l.id <> %s",
         [label.prompt_id, label.pk],
@@ -177,36 +144,11 @@ def quality_stats_add(*, label: Label, campaign: Campaign, units: list, worker_e
             _bias_term(acc, worker_id, k + 1, xa, o + x, 1)
     rows = [[campaign.pk, w, k, *row] for (w, k), row in sorted(acc.items()) if any(row)]
     if rows:
-        _sql(
-            f"INSERT INTO {_q(WorkerBiasDelta._meta.db_table)} (campaign_id, worker_id, k, {', '.join(BIAS_FIELDS)}) "
-            "VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows)),
+        sql(
+            f"INSERT INTO {quote(WorkerBiasDelta._meta.db_table)} "
+            f"(campaign_id, worker_id, k, {', '.join(BIAS_FIELDS)}) VALUES "
+            + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows)),
             [x for row in rows for x in row],
-        )
-
-
-def bias_deltas_fold(*, campaign_id: int) -> None:
-    """Fold the campaign's pending ``WorkerBiasDelta`` rows into ``WorkerBiasStats`` and delete them,
-    in the caller's transaction (the quick run's read)."""
-    deltas = _sql(
-        f"DELETE FROM {_q(WorkerBiasDelta._meta.db_table)} WHERE campaign_id = %s "
-        f"RETURNING worker_id, k, {', '.join(BIAS_FIELDS)}",
-        [campaign_id],
-    )
-    acc: dict[tuple[int, int], list] = {}
-    for worker_id, k, *row in deltas:
-        total = acc.setdefault((worker_id, k), [0] * 6)
-        for i, v in enumerate(row):
-            total[i] += v
-    table = _q(WorkerBiasStats._meta.db_table)
-    sets = ", ".join(f"{f} = {table}.{f} + excluded.{f}" for f in BIAS_FIELDS)
-    rows = [[campaign_id, w, k, *row] for (w, k), row in sorted(acc.items()) if any(row)]
-    for start in range(0, len(rows), 500):  # in key order: two folds cannot deadlock
-        batch = rows[start : start + 500]
-        _sql(
-            f"INSERT INTO {table} (campaign_id, worker_id, k, {', '.join(BIAS_FIELDS)}) VALUES "
-            + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(batch))
-            + f" ON CONFLICT (campaign_id, worker_id, k) DO UPDATE SET {sets}",
-            [x for row in batch for x in row],
         )
 
 
@@ -253,9 +195,9 @@ def quality_stats_rebuild(*, campaign: Campaign) -> None:
     for model in (WorkerQualityStats, WorkerValueCount, WorkerBiasStats, WorkerBiasDelta, LabelSeconds):
         model.objects.filter(campaign_id=campaign.pk).delete()
     rebuilt = quality_stats_from_labels(campaign=campaign)
-    _sql(
-        f"INSERT INTO {_q(LabelSeconds._meta.db_table)} (campaign_id, worker_id, label_id, seconds) "
-        f"SELECT campaign_id, worker_id, id, {_clamped(label_seconds_sql())} FROM {_q(Label._meta.db_table)} "
+    sql(
+        f"INSERT INTO {quote(LabelSeconds._meta.db_table)} (campaign_id, worker_id, label_id, seconds) "
+        f"SELECT campaign_id, worker_id, id, {_clamped(label_seconds_sql())} FROM {quote(Label._meta.db_table)} "
         "WHERE campaign_id = %s AND voided_at IS NULL",
         [campaign.pk],
     )
@@ -272,8 +214,8 @@ def quality_stats_rebuild(*, campaign: Campaign) -> None:
         ),
         batch_size=2000,
     )
-    table = _q(WorkerQualityStats._meta.db_table)
-    _sql(f"UPDATE {table} SET median_seconds = {_median_sql()} WHERE campaign_id = %s", [campaign.pk])
+    table = quote(WorkerQualityStats._meta.db_table)
+    sql(f"UPDATE {table} SET median_seconds = {_median_sql()} WHERE campaign_id = %s", [campaign.pk])
     WorkerValueCount.objects.bulk_create(
         (
             WorkerValueCount(campaign_id=campaign.pk, worker_id=w, value=v, n=n)

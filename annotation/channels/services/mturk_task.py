@@ -22,6 +22,7 @@ from annotation.channels.pricing import MTURK_BONUS_MAX
 from annotation.channels.registry import get_channel
 from annotation.channels.tasks import mturk_block_worker_task, mturk_unblock_worker_task
 from annotation.models import Worker
+from annotation.services.activity import activity_record
 
 
 def mturk_assignment_open(*, hit: MTurkHIT, assignment_id: str, worker: Worker) -> MTurkAssignment:
@@ -186,4 +187,11 @@ def mturk_bonus_grant(*, assignment: MTurkAssignment, amount, reason: str, user=
             )
         bonus = MTurkBonus.objects.create(assignment=assignment, amount=amount, reason=reason, created_by=user)
         Publication.objects.filter(pk=publication_id, closed_at__isnull=False).update(closed_at=None)
+        activity_record(
+            campaign_id=Publication.objects.values_list("campaign_id", flat=True).get(pk=publication_id),
+            verb="bonus.granted",
+            summary=f"Granted a bonus of ${amount} to {assignment.worker.external_id}",
+            detail={"publication_id": publication_id, "bonus_id": bonus.pk, "amount": str(amount), "reason": reason},
+            actor=user,
+        )
     return bonus
