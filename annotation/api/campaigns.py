@@ -71,6 +71,21 @@ class ProgressOutput(serializers.Serializer):
     percent = serializers.FloatField()
 
 
+class PaceOutput(serializers.Serializer):
+    labels_per_minute = serializers.FloatField(
+        allow_null=True,
+        help_text="Counted labels a minute over the last 30 minutes (or since launch); null unless live.",
+    )
+    window_minutes = serializers.FloatField(help_text="The minutes that rate is taken over.")
+    eta_seconds = serializers.FloatField(
+        allow_null=True, help_text="Seconds until every prompt has its labels at that rate; null without a rate."
+    )
+
+
+class ProgressWithPaceOutput(ProgressOutput, PaceOutput):
+    pass
+
+
 class CampaignListCreateApi(APIView):
     @extend_schema(responses={200: CampaignOutput(many=True)})
     def get(self, request):
@@ -114,11 +129,12 @@ class CampaignTransitionApi(APIView):
 
 
 class CampaignProgressApi(APIView):
-    @extend_schema(responses={200: ProgressOutput})
+    @extend_schema(responses={200: ProgressWithPaceOutput})
     def get(self, request, slug: str):
         campaign = campaign_for_request(request, slug)
         progress = selectors.campaign_progress(campaign=campaign)
-        return Response(ProgressOutput(progress).data)
+        pace = selectors.campaign_pace(campaign=campaign, progress=progress)
+        return Response({**ProgressOutput(progress).data, **PaceOutput(pace).data})
 
 
 class PromptImportApi(APIView):

@@ -4,15 +4,17 @@ campaign, and its invitations."""
 import dataclasses
 import math
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from annotation.adaptive import StopPlan, stop_plan
 from annotation.channels.pricing import CostPreview, mturk_cost_preview
-from annotation.models import Activity, Campaign, Invitation, Participation, Prompt, Slot, StopDecision
+from annotation.models import Activity, Campaign, Invitation, Label, Participation, Prompt, Slot, StopDecision
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,37 @@ def campaign_progress(*, campaign: Campaign) -> Progress:
     return Progress(
         n_prompts=totals["n"], k=campaign.k, labels=totals["labels"] or 0, prompts_complete=totals["complete"]
     )
+
+
+#: The pace behind a campaign's time to completion: its counted labels over the last half hour (or since
+#: launch, if later), recent enough to follow a panel's arrivals and departures, long enough to smooth them.
+PACE_WINDOW = timedelta(minutes=30)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast a live campaign fills, and when it will be done at that rate."""
+
+    labels_per_minute: float | None  # None: launched less than a minute ago, or not live
+    window_minutes: float
+    eta_seconds: float | None  # None: no pace to go by, or nothing left
+
+
+def campaign_pace(*, campaign: Campaign, progress: Progress, now=None) -> Pace:
+    """The labels still wanted divided by the rate of the last ``PACE_WINDOW`` (counted labels: no
+    controls, no void ones). Only a live campaign has a pace: a paused one takes no labels."""
+    now = now or timezone.now()
+    if campaign.status != Campaign.Status.LIVE or campaign.launched_at is None:
+        return Pace(labels_per_minute=None, window_minutes=0.0, eta_seconds=None)
+    since = max(now - PACE_WINDOW, campaign.launched_at)
+    minutes = (now - since).total_seconds() / 60
+    if minutes < 1:
+        return Pace(labels_per_minute=None, window_minutes=minutes, eta_seconds=None)
+    recent = Label.objects.filter(campaign=campaign, created_at__gte=since, is_control=False, voided_at__isnull=True)
+    rate = recent.count() / minutes
+    remaining = max(progress.labels_wanted - progress.labels, 0)
+    eta = remaining / rate * 60 if rate and remaining else None
+    return Pace(labels_per_minute=rate, window_minutes=minutes, eta_seconds=eta)
 
 
 #: The planner reads the first-k labels of at most this many prompts (the latest): enough to know the

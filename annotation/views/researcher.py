@@ -21,6 +21,7 @@ from django.views.decorators.http import require_POST
 
 from annotation import selectors, services
 from annotation.activity_export import activity_csv_response
+from annotation.channels.forms import duration_text
 from annotation.exporting import FORMATS, ExportOptionError, export_response, parse_pseudonymize
 from annotation.forms import CampaignCopyForm, CampaignForm, CollaboratorAddForm, CollaboratorForm, PromptUploadForm
 from annotation.importing import PromptFileError, prompts_preview
@@ -78,9 +79,14 @@ def campaign_edit(request, slug):
 
 def _detail(request, campaign, *, upload_form=None, import_errors=None, share_form=None, status=200):
     may_share = is_campaign_owner(user=request.user, campaign=campaign)  # else the buttons would answer 403
+    progress = selectors.campaign_progress(campaign=campaign)
+    pace = selectors.campaign_pace(campaign=campaign, progress=progress)
     context = {
         "campaign": campaign,
-        "progress": selectors.campaign_progress(campaign=campaign),
+        "progress": progress,
+        "pace": pace,
+        # To the minute: a finer estimate would claim a precision the pace does not have.
+        "eta_text": duration_text(max(60, round(pace.eta_seconds / 60) * 60)) if pace.eta_seconds else "",
         "imports": campaign.imports.order_by("-created_at"),
         "upload_form": upload_form or PromptUploadForm(),
         "import_errors": import_errors,
