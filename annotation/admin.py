@@ -5,7 +5,9 @@ from django.contrib.auth.admin import UserAdmin
 from django.db import models
 
 from annotation.models import (
+    Activity,
     Campaign,
+    Collaboration,
     ImportBatch,
     Invitation,
     Label,
@@ -144,6 +146,25 @@ class InvitationAdmin(ReadOnlyAdmin):
     list_display = ["campaign", "note", "created_at", "user", "accepted_at"]
     list_filter = ["campaign", ("user", admin.EmptyFieldListFilter)]
     search_fields = ["note", "user__username"]
+
+
+@admin.register(Collaboration)
+class CollaborationAdmin(ReadOnlyAdmin):
+    """Read-only: the owner shares and changes roles on the campaign's page or through the API."""
+
+    list_display = ["campaign", "user", "role"]
+    list_filter = ["role"]
+    list_select_related = ["campaign", "user"]
+
+
+@admin.register(Activity)
+class ActivityAdmin(ReadOnlyAdmin):
+    """The activity log: a record, never edited."""
+
+    list_display = ["created_at", "campaign", "actor", "verb", "summary"]
+    list_filter = ["verb"]
+    list_select_related = ["campaign", "actor"]
+    search_fields = ["summary", "verb"]
 
 
 admin.site.unregister(get_user_model())

@@ -10,10 +10,15 @@ from audits.models import (
     AuditStatsShard,
     BootstrapRun,
     GroundTruthRun,
+    LabelSeconds,
     System,
     UnitAuditStats,
     UnitStateCount,
     WorkerAuditStats,
+    WorkerBiasDelta,
+    WorkerBiasStats,
+    WorkerQualityStats,
+    WorkerValueCount,
 )
 
 
@@ -88,3 +93,36 @@ class AnswerClusteringAdmin(ReadOnlyAdmin):
     list_filter = ["role", "campaign"]
     list_select_related = ["prompt", "author"]
     date_hierarchy = "created_at"
+
+
+@admin.register(WorkerQualityStats)
+class WorkerQualityStatsAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "worker", "n_labels", "n_controls", "n_correct", "median_seconds"]
+    list_filter = ["campaign"]
+    list_select_related = ["campaign", "worker"]
+
+
+@admin.register(WorkerValueCount)
+class WorkerValueCountAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "worker", "value", "n"]
+    list_filter = ["campaign"]
+    list_select_related = ["campaign", "worker"]
+
+
+@admin.register(WorkerBiasStats)
+class WorkerBiasStatsAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "worker", "k", "n", "sx", "sxx", "so", "soo", "sxo"]
+    list_filter = ["campaign"]
+    list_select_related = ["campaign", "worker"]
+
+
+@admin.register(WorkerBiasDelta)
+class WorkerBiasDeltaAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "worker_id", "k", "n", "sx", "so"]
+    list_filter = ["campaign"]
+
+
+@admin.register(LabelSeconds)
+class LabelSecondsAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "worker_id", "label_id", "seconds"]
+    list_filter = ["campaign"]

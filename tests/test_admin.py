@@ -33,7 +33,7 @@ from audits.services import (
 from tests.channels.conftest import locmem_channel  # noqa: F401 (a fixture: MTurk publications without a network)
 from tests.channels.fake_prolific import FakeProlific
 from tests.channels.prolific_stack import signed_headers
-from tests.helpers import prompts_jsonl
+from tests.helpers import label_one, prompts_jsonl
 
 EDITABLE = {"annotation.prompt"}  # a typo in a prompt's text, a corrected gold value
 
@@ -131,6 +131,14 @@ def everything(make_campaign, make_worker, researcher, locmem_channel):  # noqa:
     lease = services.lease_acquire(campaign=free, worker=worker)
     services.label_submit(lease_id=lease.pk, worker=worker, value="Coffee", client_token="free-walk")
     clustering_propose(prompt=free.prompts.get())
+    services.campaign_share(campaign=campaign, username=make_worker().user.username, role="viewer")
+    # The bias statistics: a second label on a prompt writes deltas, the quick run folds them, a third
+    # label writes new ones.
+    bias = make_campaign(1, k=3, title="Bias")
+    for n in range(3):
+        label_one(bias, make_worker(), value=n % 2)
+        if n == 1:
+            audit_refresh(campaign_id=bias.pk)
     _prolific_rows(campaign, researcher)
     _webhook_rows(campaign, researcher)
     Group.objects.create(name="Researchers")  # Django's own model: no Chorus service writes groups
