@@ -59,10 +59,12 @@ class TokenDownloadMiddleware:
         self.authentication = TokenAuthentication()
 
     def __call__(self, request):
-        header = request.headers.get("Authorization", "")
-        if request.method in ("GET", "HEAD") and header.startswith("Token ") and not request.path.startswith("/api/"):
+        # As DRF reads it: the keyword in any case, then the key.
+        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+        is_token = scheme.lower() == "token" and key.strip()
+        if request.method in ("GET", "HEAD") and is_token and not request.path_info.startswith("/api/"):
             try:
-                user, _ = self.authentication.authenticate_credentials(header.removeprefix("Token ").strip())
+                user, _ = self.authentication.authenticate_credentials(key.strip())
             except AuthenticationFailed as exc:
                 body = error_body("authentication_failed", str(exc.detail))
                 return JsonResponse(body, status=401, headers={"WWW-Authenticate": "Token"})

@@ -221,6 +221,9 @@ def test_a_token_client_downloads_what_the_pages_offer(make_campaign, researcher
         assert response.status_code == 200, (url, response.status_code)
     report = client.get(reverse("audit_report", args=[campaign.slug, "json"])).json()
     assert report  # the same document as the page's download
+    lower = APIClient()  # the keyword in any case, as the API's own authentication reads it
+    lower.credentials(HTTP_AUTHORIZATION=f"token {Token.objects.get(user=researcher).key}")
+    assert lower.get(reverse("audit_report", args=[campaign.slug, "json"])).status_code == 200
     # Same rules as the page: a stranger's token sees nothing.
     stranger = token_client(make_user("stranger"))
     assert stranger.get(reverse("audit_report", args=[campaign.slug, "json"])).status_code == 404
