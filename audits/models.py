@@ -125,7 +125,22 @@ class WorkerValueCount(models.Model):
         return f"{self.worker} in {self.campaign}: {self.value} × {self.n}"
 
 
-class WorkerBiasStats(models.Model):
+class BiasSums(models.Model):
+    """The bias's six sums over compared cells (``audits.quality_tables.BIAS_FIELDS``): the count, and
+    the integer sums of x, x², o, o², x·o."""
+
+    n = models.BigIntegerField(default=0)
+    sx = models.BigIntegerField(default=0)
+    sxx = models.BigIntegerField(default=0)
+    so = models.BigIntegerField(default=0)
+    soo = models.BigIntegerField(default=0)
+    sxo = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class WorkerBiasStats(BiasSums):
     """The bias's exact sufficient statistics of one worker's cells compared with ``k`` others
     (``audits.selectors.worker_numbers``): with ``x`` the worker's scaled value on a unit and ``o`` the
     sum of the k reference others' values there, the count and the integer sums of x, x², o, o², x·o.
@@ -134,12 +149,6 @@ class WorkerBiasStats(models.Model):
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
     worker = models.ForeignKey("annotation.Worker", on_delete=models.CASCADE, related_name="+")
     k = models.PositiveIntegerField()
-    n = models.BigIntegerField(default=0)
-    sx = models.BigIntegerField(default=0)
-    sxx = models.BigIntegerField(default=0)
-    so = models.BigIntegerField(default=0)
-    soo = models.BigIntegerField(default=0)
-    sxo = models.BigIntegerField(default=0)
 
     class Meta:
         verbose_name = verbose_name_plural = "worker bias statistics"
@@ -149,7 +158,7 @@ class WorkerBiasStats(models.Model):
         return f"{self.worker} in {self.campaign}: {self.n} cells with {self.k} others"
 
 
-class WorkerBiasDelta(models.Model):
+class WorkerBiasDelta(BiasSums):
     """A change to ``WorkerBiasStats`` written with a label (append-only, so a label never waits on
     another worker's row) and folded in by the next quick run, which deletes it in the same
     transaction: each delta is counted exactly once, whichever process dies when."""
@@ -157,12 +166,6 @@ class WorkerBiasDelta(models.Model):
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
     worker_id = models.BigIntegerField()
     k = models.PositiveIntegerField()
-    n = models.BigIntegerField(default=0)
-    sx = models.BigIntegerField(default=0)
-    sxx = models.BigIntegerField(default=0)
-    so = models.BigIntegerField(default=0)
-    soo = models.BigIntegerField(default=0)
-    sxo = models.BigIntegerField(default=0)
 
     class Meta:
         verbose_name = verbose_name_plural = "worker bias deltas"

@@ -232,18 +232,7 @@ def _controls(campaign: Campaign, table: dict, n_control_prompts: int) -> int:
     """Control accuracy and its flag; returns the flag's cut-off (``min_controls``). A campaign without
     control prompts has no control labels: it pays no query for them."""
     results = worker_control_results(campaign=campaign) if n_control_prompts else {}
-    ids = [w for w in results if w in table]
-    result = control_accuracy(
-        ids, [results[w][0] for w in ids], [results[w][1] for w in ids], n_control_prompts=n_control_prompts
-    )
-    for i, worker_id in enumerate(ids):
-        row = table[worker_id]
-        row.n_controls, row.n_correct = int(result.n_controls[i]), int(result.n_correct[i])
-        row.control_accuracy = _float(result.accuracy[i])
-        row.control_ci = _pair(*result.ci_wilson[i])
-        if result.flagged[i]:
-            row.flags.append({"kind": "control_accuracy", "text": result.reason(i)})
-    return result.min_controls
+    return _controls_from_counts(results, table, n_control_prompts)
 
 
 def _speed(workers: np.ndarray, seconds: np.ndarray, table: dict) -> float | None:
@@ -413,6 +402,7 @@ def _habit_from_counts(values: list, table: dict) -> None:
 
 
 def _controls_from_counts(results: dict, table: dict, n_control_prompts: int) -> int:
+    """Control accuracy and its flag from each worker's ``(controls, right)``; returns ``min_controls``."""
     ids = [w for w in results if w in table]
     result = control_accuracy(
         ids, [results[w][0] for w in ids], [results[w][1] for w in ids], n_control_prompts=n_control_prompts
