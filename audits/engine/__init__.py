@@ -28,9 +28,12 @@ from audits.engine.accuracy import (
 from audits.engine.agreement import (
     AgreementResult,
     agreement_coefficients,
+    cohen_kappa_pairs,
+    fleiss_kappa,
     gwet_ac,
     gwet_weights,
     krippendorff_alpha,
+    prompt_agreement,
     value_count_table,
 )
 from audits.engine.clustering import (
@@ -129,6 +132,9 @@ __all__ = [
     "gwet_ac",
     "gwet_weights",
     "value_count_table",
+    "cohen_kappa_pairs",
+    "fleiss_kappa",
+    "prompt_agreement",
     "item_precision",
     "reproducibility",
     "compare_systems",

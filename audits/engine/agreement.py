@@ -5,6 +5,9 @@
 - Gwet's AC1 (unweighted) and AC2 (weighted: linear, quadratic, ordinal), implemented from Gwet,
   *Handbook of Inter-Rater Reliability*, 4th ed. (2014), ch. 4 and 5 (multiple raters, missing
   ratings), matching the R/Python ``irrCAC`` packages' point estimates.
+- Cohen's κ per pair of workers and its mean, Fleiss' κ over the prompts with the modal label count
+  (the equations of Cohen 1960 and Fleiss 1971, as statsmodels' ``inter_rater`` module computes them),
+  and each prompt's agreement (share of the mode, entropy).
 """
 
 from __future__ import annotations
@@ -22,6 +25,12 @@ __all__ = [
     "gwet_ac",
     "gwet_weights",
     "agreement_coefficients",
+    "cohen_kappa_pairs",
+    "fleiss_kappa",
+    "prompt_agreement",
+    "PairKappas",
+    "PromptAgreement",
+    "KAPPA_MIN_SHARED",
     "ALPHA_LEVELS",
     "AC_WEIGHTS",
 ]
@@ -256,11 +265,13 @@ def gwet_ac(table: Any, *, weights: str | np.ndarray = "identity", categories: A
 
 
 def agreement_coefficients(matrix, *, values: str = "raw", levels: tuple = None, weights: tuple = AC_WEIGHTS) -> dict:
-    """Krippendorff's alpha at each level and Gwet's AC1/AC2 for each weighting, as a dict.
+    """Krippendorff's alpha at each level, Gwet's AC1/AC2 for each weighting, the mean of Cohen's κ
+    over pairs of workers (``cohen_kappa_mean``, :func:`cohen_kappa_pairs`) and Fleiss' κ
+    (``fleiss_kappa``, :func:`fleiss_kappa`), as a dict.
 
     Numeric raw labels get alpha at ``nominal``, ``ordinal`` and ``interval`` (default) and AC1 plus
     AC2 with linear, quadratic and ordinal weights; categorical raw labels get the nominal
-    coefficients only.
+    coefficients only. The κs are nominal on either.
     """
     out: dict = {"values": values}
     categorical = values == "raw" and matrix.raw_levels is not None
@@ -272,10 +283,229 @@ def agreement_coefficients(matrix, *, values: str = "raw", levels: tuple = None,
         table, cats = value_count_table(matrix, values=values)
     except ValueError as exc:
         out["gwet"] = {"reason": str(exc)}
-        return out
-    for wk in weights:
-        if categorical and wk != "identity":
-            continue
-        res = gwet_ac(table, weights=wk, categories=cats if not categorical else None)
-        out[res.name] = res.to_dict()
+    else:
+        for wk in weights:
+            if categorical and wk != "identity":
+                continue
+            res = gwet_ac(table, weights=wk, categories=cats if not categorical else None)
+            out[res.name] = res.to_dict()
+    try:
+        out["cohen_kappa_mean"] = cohen_kappa_pairs(matrix, values=values).summary()
+    except ValueError as exc:  # too many pairs × values for the tables: said, like the count table's limit
+        out["cohen_kappa_mean"] = {"name": "cohen_kappa_mean", "value": None, "reason": str(exc)}
+    out["fleiss_kappa"] = fleiss_kappa(matrix, values=values)
     return out
+
+
+# ---------------------------------------------------------------------------------- kappas
+#: Pairs of workers enter Cohen's κ only when they labeled at least this many prompts in common:
+#: on fewer, one disagreement swings a pair's κ by more than 0.1 and the mean would mostly measure
+#: which pairs happened to meet.
+KAPPA_MIN_SHARED = 10
+
+
+def _category_codes(matrix, values: str) -> tuple[np.ndarray, int]:
+    """Each label's category index and the number of categories. Raw values are the categories
+    (numbers compared as they are, so an integer rating scale's points are its categories and a
+    finer scale's distinct values are theirs: κ is nominal); non-numeric raw labels are their codes."""
+    if values not in ("raw", "scaled"):
+        raise ValueError(f"values: expected 'raw' or 'scaled', got {values!r}")
+    cats, codes = np.unique(matrix.raw if values == "raw" else matrix.value, return_inverse=True)
+    return codes.astype(np.int64), int(cats.shape[0])
+
+
+def _label_pairs(matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of labels on the same prompt, as two arrays of label positions ``(i, j)``
+    (``Σ_j C(k_j, 2)`` pairs, built per distinct prompt size without a loop over prompts)."""
+    order = np.argsort(matrix.prompt, kind="stable")
+    counts = matrix.prompt_counts
+    starts = np.r_[0, np.cumsum(counts)[:-1]] if counts.size else np.zeros(0, np.int64)
+    first, second = [], []
+    for c in np.unique(counts[counts >= 2]):
+        iu, ju = np.triu_indices(int(c), k=1)
+        s = starts[counts == c][:, None]
+        first.append((s + iu).ravel())
+        second.append((s + ju).ravel())
+    if not first:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return order[np.concatenate(first)], order[np.concatenate(second)]
+
+
+@dataclass(frozen=True)
+class PairKappas:
+    """Cohen's κ of each pair of workers with at least ``min_shared`` prompts in common.
+
+    ``worker_a``/``worker_b`` are worker ids (``a`` before ``b`` in the matrix's order),
+    ``n_shared`` their common prompts, ``kappa`` NaN where undefined (both used one and the same
+    category throughout: chance agreement is 1)."""
+
+    worker_a: np.ndarray
+    worker_b: np.ndarray
+    n_shared: np.ndarray
+    kappa: np.ndarray
+    min_shared: int
+    n_categories: int
+    n_pairs_met: int  # pairs of workers with at least one prompt in common
+    n_units: int = 0  # distinct prompts and labels behind the defined κs (what the dashboard states)
+    n_labels: int = 0
+
+    def summary(self) -> dict:
+        """The report's ``cohen_kappa_mean``: the mean of the defined pair κs, with the pairs it
+        averages (``n_pairs``), the pairs left out as undefined and the prompts/labels behind them."""
+        defined = np.isfinite(self.kappa)
+        out = {
+            "name": "cohen_kappa_mean",
+            "value": float(self.kappa[defined].mean()) if defined.any() else None,
+            "n_pairs": int(defined.sum()),
+            "n_pairs_undefined": int((~defined).sum()),
+            "n_pairs_met": self.n_pairs_met,
+            "min_shared": self.min_shared,
+            "n_units": self.n_units,
+            "n_labels": self.n_labels,
+            "n_categories": self.n_categories,
+            "reason": None,
+        }
+        if not defined.any():
+            out["reason"] = (
+                f"no pair of workers shares {self.min_shared} or more prompts"
+                if self.kappa.size == 0
+                else "every pair used one and the same category throughout: chance agreement is 1"
+            )
+        return out
+
+    def rows(self) -> list[dict]:
+        """One dict per pair (the agreement CSV's rows): ``worker_a``, ``worker_b``, ``n_shared``, ``kappa``."""
+        return [
+            {"worker_a": a, "worker_b": b, "n_shared": int(n), "kappa": float(k) if np.isfinite(k) else None}
+            for a, b, n, k in zip(self.worker_a.tolist(), self.worker_b.tolist(), self.n_shared, self.kappa)
+        ]
+
+
+def cohen_kappa_pairs(matrix, *, values: str = "raw", min_shared: int = KAPPA_MIN_SHARED) -> PairKappas:
+    """Cohen's κ (Cohen 1960) for every pair of workers with at least ``min_shared`` shared prompts.
+
+    On the n prompts both workers a and b labeled, with ``p_o`` the share where their labels are
+    equal and ``p_a(k)``, ``p_b(k)`` the shares of those prompts each put in category k:
+
+    .. math:: \\kappa_{ab} = \\frac{p_o - p_e}{1 - p_e},\\qquad p_e = \\sum_k p_a(k)\\, p_b(k)
+
+    (``statsmodels.stats.inter_rater.cohens_kappa`` on the pair's 2-way table gives the same; it is
+    computed here for all pairs at once from the label pairs on each prompt.) Categories are the
+    raw values (``values="raw"``) or the scaled ones, nominal: on a rating scale each point is a
+    category and near misses count as disagreements.
+    """
+    if min_shared < 1:
+        raise ValueError(f"min_shared: expected at least 1, got {min_shared}")
+    codes, q = _category_codes(matrix, values)
+    i, j = _label_pairs(matrix)
+    wi, wj = matrix.worker[i], matrix.worker[j]
+    swap = wi > wj  # order each pair (a < b) so both labels of a pair fall in the same row
+    wa, wb = np.where(swap, wj, wi), np.where(swap, wi, wj)
+    ca, cb = np.where(swap, codes[j], codes[i]), np.where(swap, codes[i], codes[j])
+    keys, pair, n = np.unique(wa.astype(np.int64) * matrix.n_workers + wb, return_inverse=True, return_counts=True)
+    keep = n >= min_shared
+    kept = np.flatnonzero(keep)
+    remap = np.full(keys.shape[0], -1, np.int64)
+    remap[kept] = np.arange(kept.shape[0])
+    sel = keep[pair]
+    p, ca, cb, nk = remap[pair[sel]], ca[sel], cb[sel], n[keep].astype(np.float64)
+    n_pairs = kept.shape[0]
+    if n_pairs * q > _MAX_CELLS:
+        raise ValueError(f"matrix: {n_pairs} pairs of workers × {q} distinct values is too large for Cohen's κ")
+    po = np.bincount(p, weights=(ca == cb).astype(np.float64), minlength=n_pairs) / nk
+    ma = np.bincount(p * q + ca, minlength=n_pairs * q).reshape(n_pairs, q)
+    mb = np.bincount(p * q + cb, minlength=n_pairs * q).reshape(n_pairs, q)
+    pe = (ma * mb).sum(axis=1) / nk**2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kappa = np.where(pe < 1, (po - pe) / (1 - pe), np.nan)
+    used = np.isfinite(kappa)[p]
+    labels = np.unique(np.concatenate([i[sel][used], j[sel][used]]))
+    ids = np.asarray(matrix.worker_ids)
+    return PairKappas(
+        worker_a=ids[keys[kept] // matrix.n_workers],
+        worker_b=ids[keys[kept] % matrix.n_workers],
+        n_shared=n[keep].astype(np.int64),
+        kappa=kappa,
+        min_shared=min_shared,
+        n_categories=q,
+        n_pairs_met=int(keys.shape[0]),
+        n_units=int(np.unique(matrix.prompt[labels]).shape[0]),
+        n_labels=int(labels.shape[0]),
+    )
+
+
+def fleiss_kappa(matrix, *, values: str = "raw", k: int | None = None) -> dict:
+    """Fleiss' κ (Fleiss 1971) over the prompts with exactly k labels (default: the most common
+    label count among prompts with two or more labels; Fleiss' κ needs the same number per prompt).
+
+    With N such prompts, ``n_ik`` labels of prompt i in category k:
+
+    .. math::
+
+        P_i = \\frac{\\sum_k n_{ik}(n_{ik} - 1)}{k(k - 1)},\\quad \\bar P = \\frac1N \\sum_i P_i,\\quad
+        p_k = \\frac{\\sum_i n_{ik}}{Nk},\\quad \\bar P_e = \\sum_k p_k^2,\\quad
+        \\kappa = \\frac{\\bar P - \\bar P_e}{1 - \\bar P_e}
+
+    (``statsmodels.stats.inter_rater.fleiss_kappa(table, method="fleiss")`` computes the same from
+    the same table.) Categories as in :func:`cohen_kappa_pairs`. Returns the report's
+    ``fleiss_kappa`` dict: ``value`` (None with ``reason`` when undefined), ``pa``, ``pe``, ``k``,
+    ``n_units``, ``n_labels``, ``n_categories``.
+    """
+    codes, q = _category_codes(matrix, values)
+    counts = matrix.prompt_counts
+    if k is None:
+        multi = counts[counts >= 2]
+        k = int(np.bincount(multi).argmax()) if multi.size else 0
+    out = {"name": "fleiss_kappa", "value": None, "pa": None, "pe": None, "k": k, "n_units": 0, "n_labels": 0}
+    out.update(n_categories=q, reason=None)
+    if k < 2:
+        return {**out, "reason": "no prompt has two or more labels"}
+    units = np.flatnonzero(counts == k)
+    if units.size == 0:
+        return {**out, "reason": f"no prompt has exactly {k} labels"}
+    row = np.full(matrix.n_prompts, -1, np.int64)
+    row[units] = np.arange(units.size)
+    sel = row[matrix.prompt] >= 0
+    table = np.bincount(row[matrix.prompt[sel]] * q + codes[sel], minlength=units.size * q).reshape(units.size, q)
+    table = table.astype(np.float64)
+    pa = float(((table * (table - 1)).sum(axis=1) / (k * (k - 1))).mean())
+    pe = float(((table.sum(axis=0) / (units.size * k)) ** 2).sum())
+    out.update(pa=pa, pe=pe, n_units=int(units.size), n_labels=int(units.size * k))
+    if pe >= 1:
+        return {**out, "reason": "only one category among these prompts: chance agreement is 1"}
+    return {**out, "value": (pa - pe) / (1 - pe)}
+
+
+# ---------------------------------------------------------------------------------- per prompt
+@dataclass(frozen=True)
+class PromptAgreement:
+    """Each prompt's agreement: ``n_labels``, ``mode_share`` (the share of its labels equal to its
+    most common value) and ``entropy_bits`` (Shannon entropy of its label distribution, base 2:
+    0 when unanimous, 1 for an even split of two values)."""
+
+    prompt_ids: np.ndarray
+    n_labels: np.ndarray
+    mode_share: np.ndarray
+    entropy_bits: np.ndarray
+
+    def rows(self) -> list[dict]:
+        return [
+            {"prompt": p, "n_labels": int(n), "mode_share": float(s), "entropy_bits": float(h)}
+            for p, n, s, h in zip(self.prompt_ids.tolist(), self.n_labels, self.mode_share, self.entropy_bits)
+        ]
+
+
+def prompt_agreement(matrix, *, values: str = "raw") -> PromptAgreement:
+    """Per prompt j with ``n_j`` labels and ``n_jk`` of them in category k (categories as in
+    :func:`cohen_kappa_pairs`): ``mode_share_j = max_k n_jk / n_j`` and
+    ``H_j = −Σ_k (n_jk/n_j) log₂(n_jk/n_j)`` (Shannon 1948; empty categories contribute 0)."""
+    codes, q = _category_codes(matrix, values)
+    n = matrix.prompt_counts.astype(np.int64)
+    # one (prompt, category) count per distinct pair present: no dense prompts × categories table
+    cell, count = np.unique(matrix.prompt.astype(np.int64) * q + codes, return_counts=True)
+    prompt = cell // q
+    share = count / n[prompt]
+    top = np.zeros(matrix.n_prompts)
+    np.maximum.at(top, prompt, share)
+    entropy = np.bincount(prompt, weights=-share * np.log2(share), minlength=matrix.n_prompts)
+    return PromptAgreement(np.asarray(matrix.prompt_ids), n, top, np.abs(entropy))  # abs: −0.0 when unanimous

@@ -181,6 +181,14 @@ AGREEMENT = {
     ),
     "gwet_ac2_quadratic": ("Gwet's AC2 (quadratic weights)", "partial credit falling with the squared distance"),
     "gwet_ac2_ordinal": ("Gwet's AC2 (ordinal weights)", "partial credit by rank distance"),
+    "cohen_kappa_mean": (
+        "Cohen's κ (mean over pairs of workers)",
+        "every pair of different answers disagrees equally; one κ per pair of workers sharing enough prompts",
+    ),
+    "fleiss_kappa": (
+        "Fleiss' κ",
+        "every pair of different answers disagrees equally; over the prompts with the most common label count",
+    ),
 }
 
 

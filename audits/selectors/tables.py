@@ -124,8 +124,8 @@ def worker_table(
 
 
 # With two answer values every α level equals the nominal one and every AC2 weighting equals AC1, so
-# the dashboard lists only these two and says why (the report keeps them all).
-BINARY_AGREEMENT = ("alpha_nominal", "gwet_ac1")
+# the dashboard lists only these and the κs (nominal at any scale) and says why (the report keeps them all).
+BINARY_AGREEMENT = ("alpha_nominal", "gwet_ac1", "cohen_kappa_mean", "fleiss_kappa")
 BINARY_AGREEMENT_NOTE = (
     "The answers take two values, so α at every level equals the nominal α and AC2 under "
     "every weighting equals AC1; the report lists them all."

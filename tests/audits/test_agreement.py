@@ -5,7 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audits import LabelMatrix, agreement_coefficients, gwet_ac, gwet_weights, krippendorff_alpha, value_count_table
+from audits import (
+    LabelMatrix,
+    agreement_coefficients,
+    cohen_kappa_pairs,
+    fleiss_kappa,
+    gwet_ac,
+    gwet_weights,
+    krippendorff_alpha,
+    prompt_agreement,
+    value_count_table,
+)
+from audits.engine.agreement import KAPPA_MIN_SHARED
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", the 4 observers × 12 units
 # example; it is also irrCAC's ``cac.raw4raters`` (Gwet, Handbook, 4th ed.). None = missing.
@@ -149,3 +160,137 @@ def test_alpha_is_undefined_without_warning_when_every_pairable_prompt_is_unanim
         warnings.simplefilter("error")
         result = krippendorff_alpha(matrix)
     assert result.value is None and result.reason == "expected disagreement is 0"
+
+
+# ---------------------------------------------------------------------------------- Cohen's and Fleiss' κ
+def test_cohen_kappa_hand_worked_pair_and_the_min_shared_rule():
+    # a and b share 10 prompts: (1,1) ×4, (1,0) ×2, (0,0) ×3, (0,1) ×1.
+    # p_o = 7/10; a says 1 on 6/10, b on 5/10: p_e = 0.6·0.5 + 0.4·0.5 = 0.5; κ = (0.7 − 0.5)/(1 − 0.5) = 0.4.
+    # c shares only 5 prompts with each: below KAPPA_MIN_SHARED = 10, left out (but counted as met).
+    a = [1, 1, 1, 1, 1, 1, 0, 0, 0, 0]
+    b = [1, 1, 1, 1, 0, 0, 0, 0, 0, 1]
+    c = [1, 0, 1, 0, 1, None, None, None, None, None]
+    m = matrix_from_rows({"a": a, "b": b, "c": c})
+    pairs = cohen_kappa_pairs(m)
+    assert KAPPA_MIN_SHARED == 10
+    assert pairs.rows() == [{"worker_a": "a", "worker_b": "b", "n_shared": 10, "kappa": pytest.approx(0.4, abs=1e-12)}]
+    summary = pairs.summary()
+    assert summary["value"] == pytest.approx(0.4, abs=1e-12)
+    assert (summary["n_pairs"], summary["n_pairs_met"], summary["n_units"], summary["n_labels"]) == (1, 3, 10, 20)
+    # With a lower bar every pair counts. a–c: a = 1,1,1,1,1 vs c = 1,0,1,0,1 → p_o = 3/5; a says 1 on 5/5,
+    # c on 3/5 → p_e = 1·0.6 + 0·0.4 = 0.6; κ = (0.6 − 0.6)/0.4 = 0 (agreement no better than chance).
+    # b–c: b = 1,1,1,1,0 vs c = 1,0,1,0,1 → p_o = 2/5; b: 1 on 4/5, c on 3/5: p_e = 0.8·0.6 + 0.2·0.4 = 0.56;
+    # κ = (0.4 − 0.56)/0.44 = −4/11
+    low = {(r["worker_a"], r["worker_b"]): r["kappa"] for r in cohen_kappa_pairs(m, min_shared=5).rows()}
+    assert low == {
+        ("a", "b"): pytest.approx(0.4, abs=1e-12),
+        ("a", "c"): pytest.approx(0.0, abs=1e-12),
+        ("b", "c"): pytest.approx(-4 / 11, abs=1e-12),
+    }
+
+
+def test_cohen_kappa_published_example():
+    # Wikipedia "Cohen's kappa": 50 proposals, yes/yes 20, yes/no 5, no/yes 10, no/no 15 → κ = 0.4.
+    cells = [(1, 1)] * 20 + [(1, 0)] * 5 + [(0, 1)] * 10 + [(0, 0)] * 15
+    m = matrix_from_rows({"a": [x for x, _ in cells], "b": [y for _, y in cells]})
+    assert cohen_kappa_pairs(m).kappa[0] == pytest.approx(0.4, abs=1e-12)
+
+
+def test_cohen_kappa_undefined_pair_and_no_pair():
+    m = matrix_from_rows({"a": [1] * 10, "b": [1] * 10})
+    summary = cohen_kappa_pairs(m).summary()
+    assert summary["value"] is None and "chance agreement is 1" in summary["reason"]
+    assert summary["n_pairs_undefined"] == 1
+    few = cohen_kappa_pairs(matrix_from_rows({"a": [1, 0], "b": [1, 1]})).summary()
+    assert few["value"] is None and "10 or more prompts" in few["reason"]
+
+
+def test_cohen_kappa_equals_a_loop_over_pairs_on_sparse_ratings():
+    rng = np.random.default_rng(7)
+    rows = {f"w{i}": [int(v) if rng.random() < 0.6 else None for v in rng.integers(1, 5, size=60)] for i in range(7)}
+    m = matrix_from_rows(rows)
+    got = {(r["worker_a"], r["worker_b"]): (r["n_shared"], r["kappa"]) for r in cohen_kappa_pairs(m).rows()}
+    names = sorted(rows)
+    want = {}
+    for x, a in enumerate(names):
+        for b in names[x + 1 :]:
+            both = [(u, v) for u, v in zip(rows[a], rows[b]) if u is not None and v is not None]
+            if len(both) < KAPPA_MIN_SHARED:
+                continue
+            n = len(both)
+            po = sum(u == v for u, v in both) / n
+            pe = sum(sum(u == c for u, _ in both) * sum(v == c for _, v in both) for c in range(1, 5)) / n**2
+            want[(a, b)] = (n, (po - pe) / (1 - pe))
+    assert got.keys() == want.keys() and len(got) == 21
+    for key, (n, kappa) in want.items():
+        assert got[key][0] == n and got[key][1] == pytest.approx(kappa, abs=1e-12)
+
+
+def test_fleiss_kappa_hand_worked_on_the_modal_k():
+    # prompts with 3 labels: (1,1,1), (1,1,0), (0,0,0); one prompt with 2 labels is left out (k = 3 is modal).
+    # P_i = Σ n_ik(n_ik − 1)/(3·2): 1, (2·1)/6 = 1/3, 1 → P̄ = 7/9; p_1 = 5/9, p_0 = 4/9, P̄e = 41/81;
+    # κ = (63/81 − 41/81)/(40/81) = 22/40 = 0.55
+    m = matrix_from_rows({"a": [1, 1, 0, 1], "b": [1, 1, 0, 0], "c": [1, 0, 0, None]})
+    res = fleiss_kappa(m)
+    assert res["value"] == pytest.approx(0.55, abs=1e-12)
+    assert (res["k"], res["n_units"], res["n_labels"]) == (3, 3, 9)
+    assert res["pa"] == pytest.approx(7 / 9) and res["pe"] == pytest.approx(41 / 81)
+
+
+def test_fleiss_kappa_published_example():
+    # Fleiss (1971) as on Wikipedia "Fleiss' kappa": 10 subjects, 14 raters, 5 categories → κ = 0.210.
+    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1]]
+    table += [[7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    w, p, v = [], [], []
+    for unit, row in enumerate(table):
+        labels = [c + 1 for c, n in enumerate(row) for _ in range(n)]
+        w += [f"r{r}" for r in range(len(labels))]
+        p += [unit] * len(labels)
+        v += labels
+    res = fleiss_kappa(LabelMatrix.from_triples(w, p, v))
+    assert round(res["value"], 3) == 0.210 and round(res["pa"], 3) == 0.378 and round(res["pe"], 3) == 0.213
+
+
+def test_fleiss_kappa_undefined():
+    assert "chance agreement is 1" in fleiss_kappa(matrix_from_rows({"a": [1, 1], "b": [1, 1]}))["reason"]
+    assert fleiss_kappa(matrix_from_rows({"a": [1, 0]}))["reason"] == "no prompt has two or more labels"
+
+
+def test_kappas_against_statsmodels():
+    # The library the issue names; not a dependency of Chorus (checked here when it is installed).
+    inter_rater = pytest.importorskip("statsmodels.stats.inter_rater")
+    m = matrix_from_rows(FIVE_OBSERVERS)
+    table, _ = value_count_table(m)
+    k = fleiss_kappa(m)["k"]
+    assert fleiss_kappa(m)["value"] == pytest.approx(inter_rater.fleiss_kappa(table[table.sum(axis=1) == k]))
+    for row in cohen_kappa_pairs(m, min_shared=5).rows():
+        pairs = [(x, y) for x, y in zip(FIVE_OBSERVERS[row["worker_a"]], FIVE_OBSERVERS[row["worker_b"]]) if None not in (x, y)]
+        crosstab = np.zeros((4, 4))
+        for x, y in pairs:
+            crosstab[x, y] += 1
+        assert row["kappa"] == pytest.approx(inter_rater.cohens_kappa(crosstab).kappa)
+
+
+def test_the_report_carries_the_kappas_beside_alpha_and_ac1():
+    m = matrix_from_rows(KRIPP_EXAMPLE)
+    ag = agreement_coefficients(m)
+    assert list(ag)[-2:] == ["cohen_kappa_mean", "fleiss_kappa"]
+    assert ag["fleiss_kappa"]["value"] == fleiss_kappa(m)["value"]
+    kappas = [r["kappa"] for r in cohen_kappa_pairs(m).rows()]
+    # of the 6 pairs of observers only r1–r3 and r2–r3 share 10 units (r0 labeled 9, r1–r2 share 9)
+    assert len(kappas) == 2
+    assert ag["cohen_kappa_mean"]["value"] == pytest.approx(np.mean(kappas), abs=1e-12)
+
+
+# ---------------------------------------------------------------------------------- per prompt
+def test_prompt_agreement_hand_worked():
+    # prompt 0: 1,1,0,0,0 → mode share 3/5, entropy −(0.4·log2 0.4 + 0.6·log2 0.6) = 0.970951 bits;
+    # prompt 1: unanimous → 1 and 0; prompt 2: 1,2,3 on a rating → 1/3 and log2 3.
+    m = LabelMatrix.from_triples(
+        ["a", "b", "c", "d", "e", "a", "b", "a", "b", "c"], [0, 0, 0, 0, 0, 1, 1, 2, 2, 2], [1, 1, 0, 0, 0, 4, 4, 1, 2, 3]
+    )
+    rows = prompt_agreement(m).rows()
+    assert [r["n_labels"] for r in rows] == [5, 2, 3]
+    assert [r["mode_share"] for r in rows] == pytest.approx([0.6, 1.0, 1 / 3])
+    assert [r["entropy_bits"] for r in rows] == pytest.approx([0.9709505944546686, 0.0, np.log2(3)])
+    assert rows[1]["entropy_bits"] == 0.0 and str(rows[1]["entropy_bits"]) == "0.0"

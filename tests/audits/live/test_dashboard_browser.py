@@ -305,23 +305,25 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     assert history["x"] == "labels audited" and len(history["datasets"]) == 6 and history["datasets"][0]["values"] == 1
 
     # --- the agreement table: human names, the value (3 decimals), its reading and what it was computed on.
-    # Binary labels: every alpha level equals the nominal one and AC2 equals AC1, so two rows and a note.
+    # Binary labels: every alpha level equals the nominal one and AC2 equals AC1, so α, AC1, the κs and a note.
     ag = report["agreement"]
     for k in ("alpha_ordinal", "alpha_interval"):
         assert ag[k]["value"] == pytest.approx(ag["alpha_nominal"]["value"], abs=1e-12)
     for k in (k for k in ag if k.startswith("gwet_ac2")):
         assert ag[k]["value"] == pytest.approx(ag["gwet_ac1"]["value"], abs=1e-12)
-    from audits.engine.glossary import agreement_reading
+    from audits.engine.glossary import agreement_name, agreement_reading
 
+    # α and AC1, then the κs (Cohen's mean over pairs of workers sharing 10 prompts; Fleiss' on the modal k)
     expected = [
         (
-            name,
-            f"{ag[k]['value']:.3f}",
-            agreement_reading(ag[k]["value"]),
+            agreement_name(k),
+            f"{ag[k]['value']:.3f}" if ag[k]["value"] is not None else f"undefined: {ag[k]['reason']}",
+            agreement_reading(ag[k]["value"]) or "—",
             f"{ag[k]['n_units']} prompts, {ag[k]['n_labels']} labels",
         )
-        for k, name in (("alpha_nominal", "Krippendorff's α (nominal)"), ("gwet_ac1", "Gwet's AC1"))
+        for k in ("alpha_nominal", "gwet_ac1", "cohen_kappa_mean", "fleiss_kappa")
     ]
+    assert ag["fleiss_kappa"]["value"] is not None
     rows = page.locator("#agreement-body tr").evaluate_all(
         "rows => rows.map(r => [...r.children].map(td => td.textContent))"
     )
