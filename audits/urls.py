@@ -9,6 +9,7 @@ urlpatterns = [
     path("<slug:slug>/", dashboard.dashboard, name="audit_dashboard"),
     path("<slug:slug>/data.json", dashboard.dashboard_data, name="audit_dashboard_data"),
     path("<slug:slug>/report.<str:fmt>", dashboard.report_download, name="audit_report"),
+    path("<slug:slug>/agreement.csv", dashboard.agreement_csv, name="audit_agreement_csv"),
     path("<slug:slug>/recompute/", dashboard.recompute, name="audit_recompute"),
     path("<slug:slug>/ground-truths/", dashboard.ground_truths_request, name="audit_ground_truths"),
     path("<slug:slug>/card/", card.card, name="audit_card"),

@@ -19,7 +19,9 @@ from annotation.permissions import campaign_for_request
 from audits import selectors, services
 from audits.engine.markdown import render_markdown
 from audits.models import AuditSnapshot
-from audits.views.dashboard import feed_response
+from audits.selectors import agreement
+from audits.selectors.full import full_audit_skip_reason
+from audits.views.dashboard import agreement_csv_response, feed_response
 
 
 class AuditApi(APIView):
@@ -121,3 +123,51 @@ class AuditRecomputeApi(APIView):
     def post(self, request, slug: str):
         campaign = campaign_for_request(request, slug)
         return Response({"queued": services.audit_request_full(campaign=campaign)}, status=status.HTTP_202_ACCEPTED)
+
+
+class PromptAgreementRow(serializers.Serializer):
+    prompt = serializers.CharField(help_text="The prompt's id (``<id>#<option>`` for a per-option rating).")
+    n_labels = serializers.IntegerField(help_text="Its audited labels.")
+    mode_share = serializers.FloatField(help_text="Share of its labels equal to its most common raw value.")
+    entropy_bits = serializers.FloatField(help_text="Shannon entropy of its raw values, in bits (0 = unanimous).")
+
+
+class PairKappaRow(serializers.Serializer):
+    worker_a = serializers.CharField(help_text="A worker's public id (``<channel>:<id>``).")
+    worker_b = serializers.CharField(help_text="The other worker's public id.")
+    n_shared = serializers.IntegerField(help_text="Prompts both labeled (at least ``min_shared``).")
+    kappa = serializers.FloatField(
+        allow_null=True, help_text="Cohen's κ on those prompts; null when undefined (chance agreement is 1)."
+    )
+
+
+class AgreementOutput(serializers.Serializer):
+    n_labels = serializers.IntegerField(help_text="Audited labels read (the current labels, not a snapshot's).")
+    min_shared = serializers.IntegerField(help_text="Prompts a pair of workers must share to get a κ.")
+    cohen_kappa_mean = serializers.JSONField(
+        help_text="The mean of the pairs' κs as the report states it (value, n_pairs, reason when undefined)."
+    )
+    fleiss_kappa = serializers.JSONField(help_text="Fleiss' κ over the prompts with the modal label count k.")
+    prompts = PromptAgreementRow(many=True, help_text="One row per prompt with an audited label.")
+    pairs = PairKappaRow(many=True, help_text="One row per pair of workers sharing at least min_shared prompts.")
+
+
+class AgreementApi(APIView):
+    """Agreement per prompt (share of the mode, entropy) and Cohen's κ per pair of workers, on the
+    campaign's current audited labels; 404 for a free-text campaign (no label matrix)."""
+
+    @extend_schema(responses={200: AgreementOutput})
+    def get(self, request, slug: str):
+        campaign = campaign_for_request(request, slug)
+        if (reason := full_audit_skip_reason(campaign)) is not None:
+            raise Http404(f"No agreement table: {reason}.")
+        return Response(AgreementOutput(agreement.agreement_tables(campaign=campaign)).data)
+
+
+class AgreementCsvApi(APIView):
+    """The same tables as the dashboard's agreement CSV: a ``kind`` column ("prompt" or "pair"), then
+    ``prompt, n_labels, mode_share, entropy_bits`` and ``worker_a, worker_b, n_shared, cohen_kappa``."""
+
+    @extend_schema(responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR)})
+    def get(self, request, slug: str):
+        return agreement_csv_response(campaign_for_request(request, slug))

@@ -19,6 +19,8 @@ urlpatterns = [
         path(f"{campaign}/audit/report.{fmt}", audit.AuditReportApi.as_view(fmt=fmt), name=f"audit-report-{fmt}")
         for fmt in audit.AuditReportApi.MEDIA_TYPES
     ),
+    path(f"{campaign}/audit/agreement/", audit.AgreementApi.as_view(), name="audit-agreement"),
+    path(f"{campaign}/audit/agreement.csv", audit.AgreementCsvApi.as_view(), name="audit-agreement-csv"),
     path(f"{campaign}/audit/recompute/", audit.AuditRecomputeApi.as_view(), name="audit-recompute"),
     path(f"{campaign}/audit/ground-truths/", runs.GroundTruthRunStartApi.as_view(), name="ground-truths"),
     path(f"{campaign}/audit/ground-truths/<int:run_id>/", runs.GroundTruthRunApi.as_view(), name="ground-truth-run"),

@@ -10,7 +10,7 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import get_conditional_response, quote_etag
@@ -23,10 +23,11 @@ from annotation.permissions import campaign_for_request
 from audits import selectors, services
 from audits.conf import audit_setting
 from audits.engine import accuracy, flags, glossary, workers
+from audits.engine.agreement import KAPPA_MIN_SHARED
 from audits.engine.markdown import render_markdown
 from audits.engine.truths import METHODS
 from audits.models import AuditSnapshot
-from audits.selectors import truths
+from audits.selectors import agreement, truths
 from audits.selectors.full import full_audit_skip_reason
 
 POLL_MS = 2000
@@ -48,6 +49,7 @@ def dashboard(request, slug):
         "truth_methods": [(m, truths.NAMES[m], m != "glad") for m in METHODS],
         "skip_reason": full_audit_skip_reason(campaign),
         "free_text": campaign.schema == Campaign.Schema.FREE_TEXT,
+        "kappa_min_shared": KAPPA_MIN_SHARED,
     }
     return render(request, "audits/dashboard.html", context)
 
@@ -115,6 +117,22 @@ def report_download(request, slug, fmt):
     else:
         raise Http404("Unknown format.")
     return response
+
+
+def agreement_csv_response(campaign) -> StreamingHttpResponse:
+    """The agreement CSV (``selectors.agreement``: per prompt and per pair of workers, on the current
+    labels), for the page and the API alike; 404 naming the reason for a free-text campaign."""
+    if (reason := full_audit_skip_reason(campaign)) is not None:
+        raise Http404(f"No agreement table: {reason}.")
+    tables = agreement.agreement_tables(campaign=campaign)
+    response = StreamingHttpResponse(agreement.agreement_csv_lines(tables), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{campaign.slug}-agreement-{tables["n_labels"]}.csv"'
+    return response
+
+
+@login_required
+def agreement_csv(request, slug):
+    return agreement_csv_response(campaign_for_request(request, slug))
 
 
 @login_required

@@ -367,6 +367,12 @@ TABLE: dict[str, list[Probe]] = {
         managers("GET", 409, prepare=ground_truth_run, **API)
     ],
     "api/v1/campaigns/<slug:slug>/audit/groups/": [managers("GET", 200, **API)],
+    # agreement per prompt and pair of workers, on the current labels (none yet, or one audited label)
+    "api/v1/campaigns/<slug:slug>/audit/agreement/": [
+        managers("GET", 200, **API),
+        managers("GET", 200, prepare=full_audit, **API),
+    ],
+    "api/v1/campaigns/<slug:slug>/audit/agreement.csv": [managers("GET", 200, prepare=full_audit, **API)],
     "api/v1/campaigns/<slug:slug>/audit/figures/": [
         managers("GET", 404, **API),  # no full audit yet
         managers("GET", 200, prepare=full_audit, **API),
@@ -517,6 +523,7 @@ TABLE: dict[str, list[Probe]] = {
     "audits/<slug:slug>/": [managers("GET", 200)],
     "audits/<slug:slug>/data.json": [managers("GET", 200, anonymous=404)],  # polled by the page: no redirect
     "audits/<slug:slug>/report.<str:fmt>": [managers("GET", 200, kwargs={"fmt": "json"}, prepare=full_audit)],
+    "audits/<slug:slug>/agreement.csv": [managers("GET", 200), managers("GET", 200, prepare=full_audit)],
     "audits/<slug:slug>/recompute/": [managers("POST", 302)],
     "audits/<slug:slug>/ground-truths/": [managers("POST", 302)],  # no methods ticked: refused, back to the page
     # the instrument card: with and without audited labels; its exports; its bootstrap button and polled feed
