@@ -264,10 +264,10 @@ def test_kappas_against_statsmodels():
     k = fleiss_kappa(m)["k"]
     assert fleiss_kappa(m)["value"] == pytest.approx(inter_rater.fleiss_kappa(table[table.sum(axis=1) == k]))
     for row in cohen_kappa_pairs(m, min_shared=5).rows():
-        pairs = [(x, y) for x, y in zip(FIVE_OBSERVERS[row["worker_a"]], FIVE_OBSERVERS[row["worker_b"]]) if None not in (x, y)]
         crosstab = np.zeros((4, 4))
-        for x, y in pairs:
-            crosstab[x, y] += 1
+        for x, y in zip(FIVE_OBSERVERS[row["worker_a"]], FIVE_OBSERVERS[row["worker_b"]]):
+            if None not in (x, y):
+                crosstab[x, y] += 1
         assert row["kappa"] == pytest.approx(inter_rater.cohens_kappa(crosstab).kappa)
 
 
@@ -286,9 +286,8 @@ def test_the_report_carries_the_kappas_beside_alpha_and_ac1():
 def test_prompt_agreement_hand_worked():
     # prompt 0: 1,1,0,0,0 → mode share 3/5, entropy −(0.4·log2 0.4 + 0.6·log2 0.6) = 0.970951 bits;
     # prompt 1: unanimous → 1 and 0; prompt 2: 1,2,3 on a rating → 1/3 and log2 3.
-    m = LabelMatrix.from_triples(
-        ["a", "b", "c", "d", "e", "a", "b", "a", "b", "c"], [0, 0, 0, 0, 0, 1, 1, 2, 2, 2], [1, 1, 0, 0, 0, 4, 4, 1, 2, 3]
-    )
+    workers = ["a", "b", "c", "d", "e", "a", "b", "a", "b", "c"]
+    m = LabelMatrix.from_triples(workers, [0, 0, 0, 0, 0, 1, 1, 2, 2, 2], [1, 1, 0, 0, 0, 4, 4, 1, 2, 3])
     rows = prompt_agreement(m).rows()
     assert [r["n_labels"] for r in rows] == [5, 2, 3]
     assert [r["mode_share"] for r in rows] == pytest.approx([0.6, 1.0, 1 / 3])

@@ -43,7 +43,8 @@ def test_prompt_agreement_by_prompt_id(labeled):
     assert set(rows) == {f"p{i}" for i in range(12)}
     # p0: A 1, B 0, C 1 → mode share 2/3, entropy −(⅔ log2 ⅔ + ⅓ log2 ⅓) = 0.918296 bits; p2: 1, 1, 1 → 1 and 0;
     # p3: A 0, B 0, C 1 → 2/3 again
-    assert rows["p0"] == {"n_labels": 3, "mode_share": pytest.approx(2 / 3), "entropy_bits": pytest.approx(0.9182958340544896)}
+    p0 = {"n_labels": 3, "mode_share": pytest.approx(2 / 3), "entropy_bits": pytest.approx(0.9182958340544896)}
+    assert rows["p0"] == p0
     assert rows["p2"] == {"n_labels": 3, "mode_share": 1.0, "entropy_bits": 0.0}
     assert rows["p3"]["mode_share"] == pytest.approx(2 / 3)
 

@@ -175,7 +175,8 @@ def test_the_feed_names_the_agreement_coefficients_with_their_reading_and_sample
     assert {"alpha_ordinal", "gwet_ac2_linear"} <= set(report)  # the report keeps them all
     assert set(rows) == {"alpha_nominal", "gwet_ac1", "cohen_kappa_mean", "fleiss_kappa"}
     assert "two values" in full["agreement_note"]
-    assert rows["fleiss_kappa"]["name"] == "Fleiss' κ" and rows["fleiss_kappa"]["value"] == report["fleiss_kappa"]["value"]
+    assert rows["fleiss_kappa"]["name"] == "Fleiss' κ"
+    assert rows["fleiss_kappa"]["value"] == report["fleiss_kappa"]["value"]
 
 
 def test_the_guide_explains_every_number_and_the_dashboard_links_to_it(client, audited, researcher):
