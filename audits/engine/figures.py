@@ -42,6 +42,7 @@ TABLE_KEYS = (
     "accuracy_gold",
     "mean_others",
     "mean_gold",
+    "system_noise_study",
 )
 
 
@@ -52,7 +53,8 @@ def table_row(report: Mapping) -> dict:
     of the others / against gold (correct over scored labels of all workers together,
     ``*_summary.pooled_accuracy``, as the glossary's reference values); ``mean_*`` the mean over
     workers of each worker's accuracy. ``alpha_nominal`` is Krippendorff's α (nominal) on the raw
-    labels. A section the report lacks gives None.
+    labels. ``system_noise_study`` is the study's "system noise" ``sqrt(LN² + PN_orig²)`` (the
+    report's key; the specification's is ``system_noise_orig``). A section the report lacks gives None.
 
     >>> table_row({"n_labels": 3, "accuracy_summary": {"pooled_accuracy": 0.5}})["accuracy_others"]
     0.5
@@ -60,7 +62,7 @@ def table_row(report: Mapping) -> dict:
     others = report.get("accuracy_summary") or {}
     gold = report.get("accuracy_gold_summary") or {}
     alpha = (report.get("agreement") or {}).get("alpha_nominal") or {}
-    row = {k: report.get(k) for k in ("n_workers", "n_prompts", "n_labels", *NOISE_KEYS)}
+    row = {k: report.get(k) for k in ("n_workers", "n_prompts", "n_labels", *NOISE_KEYS, "system_noise_study")}
     row.update(
         alpha_nominal=alpha.get("value"),
         accuracy_others=others.get("pooled_accuracy"),
@@ -82,6 +84,7 @@ def _row_and_counts(matrix, ddof: int) -> tuple[dict, dict]:
     audit = noise_audit(matrix, ddof=ddof)
     report: dict[str, Any] = {k: py(getattr(audit, k)) for k in NOISE_KEYS}
     report.update(n_workers=audit.n_workers, n_prompts=audit.n_prompts, n_labels=audit.n_labels)
+    report["system_noise_study"] = py(audit.system_noise_study)
     if matrix.n_labels:
         report["agreement"] = {"alpha_nominal": krippendorff_alpha(matrix, level="nominal").to_dict()}
     counts = {"others": (0, 0), "gold": (0, 0)}

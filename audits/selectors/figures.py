@@ -33,7 +33,10 @@ TABLE_COLUMNS = (
     ("n_workers", "workers"),
     ("n_prompts", "prompts"),
     ("n_labels", "labels"),
-    *((k, _NAMES[k]) for k in NOISE_KEYS),
+    *((k, _NAMES[k]) for k in NOISE_KEYS[:4]),
+    # the study's figure, sqrt(LN² + PN²), beside the specification's (flat SD): Table 2 reads off this one
+    ("system_noise_study", "system noise (study)"),
+    *((k, _NAMES[k]) for k in NOISE_KEYS[4:]),
     ("alpha_nominal", "Krippendorff's α (nominal)"),
     ("accuracy_others", "accuracy vs others"),
     ("accuracy_gold", "accuracy vs gold"),
@@ -69,6 +72,7 @@ def compare_rows(*, campaigns: Sequence[Campaign]) -> list[dict]:
     ``watermark`` and ``computed_at``."""
     fields = (
         *NOISE_KEYS,
+        "system_noise_study",
         "n_workers",
         "n_prompts",
         "n_labels",

@@ -99,6 +99,19 @@ def test_tgcsr_compare_table_and_groups_equal_the_engine_on_the_files(client, re
         assert line["campaign"] == campaign.slug
         for k in (*(k for k, _ in TABLE_COLUMNS), "mean_others", "mean_gold"):
             assert (line[k] == "") if want[k] is None else float(line[k]) == pytest.approx(want[k], rel=1e-12), k
+    # The study's system noise sqrt(LN² + PN_orig²) beside the specification's on the page; last in the CSV
+    # (its columns are a contract: the column came after the others).
+    header = client.get(url + "&format=csv").content.decode().splitlines()[0].split(",")
+    assert header[3:] == [k for k, _ in TABLE_COLUMNS if k != "system_noise_study"] + [
+        "mean_others",
+        "mean_gold",
+        "system_noise_study",
+    ]
+    keys = [k for k, _ in TABLE_COLUMNS]
+    assert keys.index("system_noise_study") == keys.index("system_noise_orig") + 1
+    for r in rows:
+        by_hand = np.sqrt(r["row"]["level_noise"] ** 2 + r["row"]["pattern_noise_orig"] ** 2)
+        assert r["row"]["system_noise_study"] == pytest.approx(by_hand, rel=1e-12)
     row = rows[0]["row"]
     assert row["n_labels"] == 6 * row["n_prompts"] == 6 * 224
     # the study's range for TG-CSR (glossary.REFERENCE): PN_orig 0.38–0.41, α nominal 0.63–0.67
