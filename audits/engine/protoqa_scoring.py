@@ -9,6 +9,11 @@ dividing the matched workers by what the best possible list would get:
 - **Max Answers@k**: only the first k answers count; the best list names the k largest clusters.
 - **Max Incorrect@k**: answers count until the k-th answer that matches no cluster (inclusive);
   the best list names every cluster.
+- **Max Answers@None** and **Max Incorrect@None** (the evaluator's "- None": no cut-off): every
+  answer counts and the best list names every cluster, so the two are one number.
+- **Set Intersection**: every cluster is worth 1 whatever its size (the evaluator's
+  ``set_intersection``, ``assign_cluster_scores=False``): the clusters one-to-one matched by the whole
+  list over the number of clusters.
 
 Matching follows the official evaluator (github.com/iesl/protoqa-evaluator): ``exact`` compares
 answers after :func:`normalize_answer`; ``wordnet`` (the paper's recommended setting) also accepts
@@ -42,7 +47,14 @@ from audits.engine.wordnet import WordNetUnavailable, reader
 #: the official evaluator's k values (its "Max Answers - k" and "Max Incorrect - k")
 MAX_ANSWERS_K = (1, 3, 5, 10)
 MAX_INCORRECT_K = (1, 3, 5)
-RANKED_KEYS = tuple(f"max_answers@{k}" for k in MAX_ANSWERS_K) + tuple(f"max_incorrect@{k}" for k in MAX_INCORRECT_K)
+#: the evaluator's metrics without a cut-off ("Max Answers - None", "Max Incorrect - None") and its set
+#: intersection; after the cut ones, which came first (a score's keys are a contract: new ones go last)
+UNCUT_KEYS = ("max_answers@None", "max_incorrect@None", "set_intersection")
+RANKED_KEYS = (
+    tuple(f"max_answers@{k}" for k in MAX_ANSWERS_K)
+    + tuple(f"max_incorrect@{k}" for k in MAX_INCORRECT_K)
+    + UNCUT_KEYS
+)
 MATCHINGS = ("exact", "wordnet")
 #: the evaluator keeps the first 50 characters of an answer (``default_string_preprocessing``)
 LENGTH_LIMIT = 50
@@ -263,7 +275,8 @@ def _ratio(got: float, best: float) -> float:
 
 
 def ranked_scores(matrix: np.ndarray, counts) -> dict[str, float]:
-    """Max Answers@k and Max Incorrect@k from a match matrix (answers in rank order) and cluster counts."""
+    """Max Answers@k, Max Incorrect@k, both without a cut-off, and Set Intersection from a match
+    matrix (answers in rank order) and cluster counts."""
     counts = np.asarray(counts, dtype=np.float64)
     top = np.sort(counts)[::-1]
     out = {}
@@ -271,12 +284,16 @@ def ranked_scores(matrix: np.ndarray, counts) -> dict[str, float]:
         out[f"max_answers@{k}"] = _ratio(_assigned_count(matrix[:k], counts), top[:k].sum())
     for k in MAX_INCORRECT_K:
         out[f"max_incorrect@{k}"] = _ratio(_assigned_count(_until_kth_incorrect(matrix, k), counts), counts.sum())
+    # No cut-off: neither the answer count nor wrong answers stop the list, so both are the whole list's share
+    out["max_answers@None"] = out["max_incorrect@None"] = _ratio(_assigned_count(matrix, counts), counts.sum())
+    out["set_intersection"] = _ratio(_assigned_count(matrix, np.ones_like(counts)), float(len(counts)))
     return out
 
 
 def score_question(clusters: Clusters, ranked, *, matching: str = "exact") -> dict[str, float]:
-    """Max Answers@{1,3,5,10} and Max Incorrect@{1,3,5} of one ranked answer list (fractions of the
-    best possible list's score, NaN when no worker answered) under ``exact`` or ``wordnet`` matching."""
+    """Max Answers@{1,3,5,10,None}, Max Incorrect@{1,3,5,None} and Set Intersection of one ranked
+    answer list (fractions of the best possible list's score, NaN when no worker answered, or no
+    cluster for Set Intersection) under ``exact`` or ``wordnet`` matching."""
     counts = [c[0] for c in clusters.values()]
     return ranked_scores(match_matrix(clusters, list(ranked), matching=matching), counts)
 

@@ -73,6 +73,9 @@ def _answer_rows(board: dict) -> list[dict]:
                 "score": s["score"],
                 "ci": s["ci"],
                 "incorrect": [m[f"max_incorrect@{k}"] for k in (1, 3, 5)],
+                # Max Answers@None = Max Incorrect@None (no cut-off: the whole list): one column for both
+                "uncut": m["max_answers@None"],
+                "set_intersection": m["set_intersection"],
                 "kl": m.get("probeval_kl"),
                 "has_samples": s["has_samples"],
             }

@@ -41,9 +41,10 @@ from .conftest import REPO, dataset
 
 PREDICTIONS = {"human": "dev.predictions.human.jsonl", "gpt2finetuned": "dev.predictions.gpt2finetuned.json"}
 #: the evaluator's metric names → ours
-METRIC_NAMES = {f"Max Answers - {k}": f"max_answers@{k}" for k in protoqa.MAX_ANSWERS_K} | {
-    f"Max Incorrect - {k}": f"max_incorrect@{k}" for k in protoqa.MAX_INCORRECT_K
+METRIC_NAMES = {f"Max Answers - {k}": f"max_answers@{k}" for k in (*protoqa.MAX_ANSWERS_K, None)} | {
+    f"Max Incorrect - {k}": f"max_incorrect@{k}" for k in (*protoqa.MAX_INCORRECT_K, None)
 }
+METRIC_NAMES["Set Intersection (exact)"] = "set_intersection"
 
 
 def needs_wordnet():
@@ -83,7 +84,7 @@ def run_command(*args) -> dict:
 @pytest.mark.parametrize("name", sorted(PREDICTIONS))
 def test_dev_scores_equal_the_official_evaluator(name):
     per_q, means = reference(name)
-    assert len(per_q) == 7 * 52 and set(means) == set(RANKED_KEYS)
+    assert len(per_q) == 10 * 52 and set(means) == set(RANKED_KEYS)  # all ten official metrics
     result = run_command(
         dataset("protoqa", "dev", "dev.crowdsourced.jsonl"), dataset("protoqa", "dev", PREDICTIONS[name])
     )
@@ -148,6 +149,19 @@ def test_max_incorrect_stops_at_the_kth_wrong_answer():
     assert s["max_answers@1"] == 1.0 and s["max_answers@3"] == 0.8  # x, z, y: 8 of the top three's 10
     # a repeat of a matched cluster does not count as wrong (the evaluator's limit_total_wrong)
     assert score_question(clusters, ["x", "x", "y"])["max_incorrect@1"] == 0.8
+
+
+def test_no_cut_off_and_set_intersection_hand_worked():
+    # Clusters A (5 workers), B (3), C (2), D (1): 11 workers, 4 clusters. The list x, z, q, r, w hits A and C
+    # with three wrong answers between them. No cut-off: A + C = 7 of 11, under either name (wrong answers
+    # stop nothing); Max Incorrect@1 stops at z: 5 of 11. Set Intersection counts clusters: A and C, 2 of 4.
+    clusters = {"A": (5, ("x",)), "B": (3, ("y",)), "C": (2, ("w",)), "D": (1, ("v",))}
+    s = score_question(clusters, ["x", "z", "q", "r", "w"])
+    assert s["max_answers@None"] == s["max_incorrect@None"] == 7 / 11
+    assert s["max_incorrect@1"] == 5 / 11
+    assert s["set_intersection"] == 0.5
+    # a cluster matched twice counts once: one-to-one assignment
+    assert score_question(clusters, ["x", "x"])["set_intersection"] == 0.25
 
 
 def test_probeval_kl_hand_worked():

@@ -250,6 +250,7 @@ def test_a_free_text_campaign_from_creation_to_the_leaderboard(live_server, new_
     cells = page.locator('#leaderboard-table tr[data-system="baseline"] td').all_inner_texts()
     assert cells[3:6] == [f"{metrics[m]:.3f}" for m in METRICS[:3]]
     assert cells[6].startswith(f"{metrics['max_answers@10']:.3f} [") and cells[7] == f"{metrics['max_incorrect@1']:.3f}"
+    assert cells[10:12] == [f"{metrics['max_answers@None']:.3f}", f"{metrics['set_intersection']:.3f}"]
     assert cells[-1] == f"{metrics['probeval_kl']:.3f}"
 
     # answers.jsonl and the uploaded files, scored offline, give the page's numbers.
