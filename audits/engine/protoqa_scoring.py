@@ -51,9 +51,7 @@ MAX_INCORRECT_K = (1, 3, 5)
 #: intersection; after the cut ones, which came first (a score's keys are a contract: new ones go last)
 UNCUT_KEYS = ("max_answers@None", "max_incorrect@None", "set_intersection")
 RANKED_KEYS = (
-    tuple(f"max_answers@{k}" for k in MAX_ANSWERS_K)
-    + tuple(f"max_incorrect@{k}" for k in MAX_INCORRECT_K)
-    + UNCUT_KEYS
+    tuple(f"max_answers@{k}" for k in MAX_ANSWERS_K) + tuple(f"max_incorrect@{k}" for k in MAX_INCORRECT_K) + UNCUT_KEYS
 )
 MATCHINGS = ("exact", "wordnet")
 #: the evaluator keeps the first 50 characters of an answer (``default_string_preprocessing``)
