@@ -8,7 +8,7 @@ asking (``campaign_for_request``) and serialise. Errors take the API's shape (``
 
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -46,6 +46,15 @@ class SnapshotPagination(CursorPagination):
     max_page_size = 500
 
 
+class AgreementPoint(serializers.Serializer):
+    alpha = serializers.FloatField(allow_null=True, help_text="Krippendorff's α of the full audit (null: undefined).")
+    alpha_level = serializers.ChoiceField(
+        choices=["nominal", "interval"],
+        help_text="interval where the raw labels are numbers with more than two values, else nominal.",
+    )
+    ac1 = serializers.FloatField(allow_null=True, help_text="Gwet's AC1 of the full audit (null: undefined).")
+
+
 class AuditSnapshotListApi(APIView):
     """The audit's history, newest first: one row per audit run (``kind`` quick or full)."""
 
@@ -62,9 +71,19 @@ class AuditSnapshotListApi(APIView):
             return AuditSnapshot.Kind.QUICK if value == "cheap" else value
 
     class OutputSerializer(serializers.ModelSerializer):
+        agreement = serializers.SerializerMethodField(
+            help_text="Full runs: α and AC1 for a history chart (from data.agreement); null for quick runs."
+        )
+
         class Meta:
             model = AuditSnapshot
-            fields = ["kind", "watermark", "computed_at", "duration_ms", "cpu_ms", "data"]
+            fields = ["kind", "watermark", "computed_at", "duration_ms", "cpu_ms", "data", "agreement"]
+
+        @extend_schema_field(AgreementPoint(allow_null=True))
+        def get_agreement(self, snapshot) -> dict | None:
+            if snapshot.kind != AuditSnapshot.Kind.FULL:
+                return None
+            return selectors.agreement_point(snapshot.data.get("agreement"))
 
     @extend_schema(parameters=[FilterSerializer], responses={200: OutputSerializer(many=True)})
     def get(self, request, slug: str):

@@ -15,7 +15,16 @@ functions are re-exported here, so ``audits.selectors.<function>`` names each of
 
 from .card import bootstrap_summary, comparable_campaigns, instrument_card
 from .clustering import answers_overview, clustering_version, clusters_export, prompt_clusterings
-from .feed import audit_status, dashboard_data, dashboard_version, latest_snapshot, report_download, snapshot_history
+from .feed import (
+    agreement_history,
+    agreement_point,
+    audit_status,
+    dashboard_data,
+    dashboard_version,
+    latest_snapshot,
+    report_download,
+    snapshot_history,
+)
 from .full import campaign_label_matrix, full_audit_due, full_report_data, report_parquet, unit_name
 from .stats import (
     LabelStats,
@@ -42,6 +51,8 @@ __all__ = [
     "Totals",
     "WorkerQuality",
     "WorkerRow",
+    "agreement_history",
+    "agreement_point",
     "agreement_rows",
     "answers_overview",
     "ambiguous_units",

@@ -36,14 +36,20 @@ def report_download(*, campaign: Campaign) -> tuple[AuditSnapshot, dict] | None:
     return snapshot, {**snapshot.data, **(ground_truths_for_report(campaign=campaign) or {})}
 
 
-def snapshot_history(*, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK, max_points: int = 300) -> list[dict]:
-    """The time series of the six numbers: at most ``max_points`` snapshots, evenly thinned, oldest first."""
+def _thinned(*, campaign: Campaign, kind: str, max_points: int) -> list[int]:
+    """The keys of at most ``max_points`` of the campaign's snapshots of a kind, evenly spread over its history."""
     rows = list(
         AuditSnapshot.objects.filter(campaign=campaign, kind=kind).order_by("watermark").values_list("pk", flat=True)
     )
     if len(rows) > max_points:
         step = (len(rows) - 1) / (max_points - 1)
         rows = sorted({rows[round(i * step)] for i in range(max_points)})
+    return rows
+
+
+def snapshot_history(*, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK, max_points: int = 300) -> list[dict]:
+    """The time series of the six numbers: at most ``max_points`` snapshots, evenly thinned, oldest first."""
+    rows = _thinned(campaign=campaign, kind=kind, max_points=max_points)
     out = []
     for row in (
         AuditSnapshot.objects.filter(pk__in=rows)
@@ -54,6 +60,37 @@ def snapshot_history(*, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK
         point.update({k: row[f"data__{k}"] for k in NOISE_KEYS})
         out.append(point)
     return out
+
+
+def agreement_point(agreement: dict | None) -> dict:
+    """The agreement a history chart plots from one full report's ``agreement`` section: ``alpha``
+    (Krippendorff's α, interval where the raw labels are numbers with more than two values, else
+    nominal: ``alpha_level`` says which) and ``ac1`` (Gwet's AC1); None where undefined or not computed."""
+    agreement = agreement or {}
+    interval = agreement.get("alpha_interval") or {}
+    level = "interval" if (interval.get("n_categories") or 0) > 2 else "nominal"
+    return {
+        "alpha": (agreement.get(f"alpha_{level}") or {}).get("value"),
+        "alpha_level": level,
+        "ac1": (agreement.get("gwet_ac1") or {}).get("value"),
+    }
+
+
+def agreement_history(*, campaign: Campaign, max_points: int = 300) -> list[dict]:
+    """α and AC1 over time, one point per full audit (they are computed at the full audit's cadence,
+    on the label matrix): ``watermark``, ``computed_at`` and :func:`agreement_point`; at most
+    ``max_points``, evenly thinned, oldest first."""
+    rows = _thinned(campaign=campaign, kind=AuditSnapshot.Kind.FULL, max_points=max_points)
+    return [
+        {
+            "watermark": row["watermark"],
+            "computed_at": row["computed_at"].isoformat(),
+            **agreement_point(row["data__agreement"]),
+        }
+        for row in AuditSnapshot.objects.filter(pk__in=rows)
+        .order_by("watermark")
+        .values("watermark", "computed_at", "data__agreement")
+    ]
 
 
 def audit_status(*, campaign: Campaign, now=None) -> dict:
@@ -251,6 +288,8 @@ def dashboard_data(*, campaign: Campaign, have_full: int = -1, status: dict | No
             else None
         ),
         "history": snapshot_history(campaign=campaign),
+        # α and AC1 per full audit, for the history chart beside the six numbers (their own cadence)
+        "agreement_history": agreement_history(campaign=campaign),
         "workers": worker_table(
             campaign=campaign,
             full=accuracy if full else None,

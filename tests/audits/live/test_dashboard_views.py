@@ -199,3 +199,46 @@ def test_the_guide_explains_every_number_and_the_dashboard_links_to_it(client, a
     for m in NUMBERS:
         assert f'href="{guide}#{m.anchor}"' in page and escape(m.direction) in page and escape(m.typical) in page
     assert f'href="{guide}#agreement"' in page and f'href="{guide}#workers"' in page
+
+
+def test_alpha_and_ac1_over_time_one_point_per_full_audit_in_the_feed_and_the_snapshots_api(
+    client, audited, researcher
+):
+    from rest_framework.test import APIClient
+
+    _labels(audited, [1, 0, 0, 1])  # new labels, and a second full audit on them
+    audit_services.audit_full(campaign_id=audited.pk)
+    fulls = list(AuditSnapshot.objects.filter(campaign=audited, kind="full").order_by("watermark"))
+    assert [s.watermark for s in fulls] == [8, 12]
+    client.force_login(researcher)
+    feed = client.get(reverse("audit_dashboard_data", args=[audited.slug])).json()
+    history = feed["agreement_history"]
+    assert [p["watermark"] for p in history] == [8, 12]
+    for point, snapshot in zip(history, fulls):
+        ag = snapshot.data["agreement"]
+        # binary answers: α nominal (the interval α would be the same number)
+        assert point["alpha_level"] == "nominal" and point["alpha"] == ag["alpha_nominal"]["value"]
+        assert point["ac1"] == ag["gwet_ac1"]["value"]
+    assert history[0]["alpha"] != history[1]["alpha"]  # the labels moved it
+    assert len(feed["history"]) >= 1 and "alpha" not in feed["history"][0]  # the six numbers' series unchanged
+
+    api = APIClient()
+    api.force_authenticate(researcher)
+    url = reverse("api:audit-snapshots", args=[audited.slug])
+    rows = api.get(url, {"kind": "full"}).json()["results"]
+    assert [r["agreement"] for r in rows] == [
+        {k: p[k] for k in ("alpha", "alpha_level", "ac1")} for p in reversed(history)
+    ]
+    assert all(r["agreement"] is None for r in api.get(url).json()["results"])  # quick runs compute no α
+
+
+def test_the_agreement_point_of_a_rating_is_the_interval_alpha():
+    from audits.selectors import agreement_point
+
+    report = {
+        "alpha_nominal": {"value": 0.2, "n_categories": 4},
+        "alpha_interval": {"value": 0.6, "n_categories": 4},
+        "gwet_ac1": {"value": 0.3},
+    }
+    assert agreement_point(report) == {"alpha": 0.6, "alpha_level": "interval", "ac1": 0.3}
+    assert agreement_point(None) == {"alpha": None, "alpha_level": "nominal", "ac1": None}
