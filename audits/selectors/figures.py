@@ -35,7 +35,7 @@ TABLE_COLUMNS = (
     ("n_labels", "labels"),
     *((k, _NAMES[k]) for k in NOISE_KEYS[:4]),
     # the study's figure, sqrt(LN² + PN²), beside the specification's (flat SD): Table 2 reads off this one
-    ("system_noise_study", "system noise (study)"),
+    ("system_noise_study", "System noise (study)"),
     *((k, _NAMES[k]) for k in NOISE_KEYS[4:]),
     ("alpha_nominal", "Krippendorff's α (nominal)"),
     ("accuracy_others", "accuracy vs others"),

@@ -87,6 +87,16 @@ def test_the_pages_fit_the_screen_and_show_their_figures(live_server, new_page, 
     page.locator("form.compare-form button[type=submit]").click()
     page.wait_for_selector("#compare-table")
     assert page.locator(f"#compare-table tr[data-campaign='{grouped.slug}'] td").count() == len(TABLE_COLUMNS) + 1
+    # the study's system noise in its own labeled column, right after the specification's
+    headings = page.locator("#compare-table thead th").all_inner_texts()
+    at = headings.index("System noise (study)")
+    assert headings[at - 1] == "System noise, original"
+    report = AuditSnapshot.objects.filter(campaign=grouped, kind="full").latest("watermark").data
+    cell = page.locator(f"#compare-table tr[data-campaign='{grouped.slug}'] > *").nth(at).inner_text()
+    assert cell == f"{report['system_noise_study']:.3f}"
+    assert report["system_noise_study"] == pytest.approx(
+        (report["level_noise"] ** 2 + report["pattern_noise_orig"] ** 2) ** 0.5, rel=1e-12
+    )
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     page.screenshot(path=tmp_path / "compare.png", full_page=True)
 
