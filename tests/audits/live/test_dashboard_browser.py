@@ -302,7 +302,15 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
         zip(report["filters"]["min"]["threshold"], report["filters"]["min"]["level_noise"])
     )
     history = charts["chart-history"]
-    assert history["x"] == "labels audited" and len(history["datasets"]) == 6 and history["datasets"][0]["values"] == 1
+    assert history["x"] == "labels audited" and len(history["datasets"]) == 8 and history["datasets"][0]["values"] == 1
+    # α and AC1 of the full audit, dashed beside the six numbers (dashboard_agreement.js): one point, at its labels
+    assert [d["label"] for d in history["datasets"][6:]] == ["α (nominal)", "AC1"]
+    drawn = page.evaluate(f"() => {CHART_JS}('chart-history').data.datasets.slice(6).map(d => d.data)")
+    agreement = report["agreement"]
+    assert drawn == [
+        [{"x": n_labels, "y": agreement["alpha_nominal"]["value"]}],
+        [{"x": n_labels, "y": agreement["gwet_ac1"]["value"]}],
+    ]
 
     # --- the agreement table: human names, the value (3 decimals), its reading and what it was computed on.
     # Binary labels: every alpha level equals the nominal one and AC2 equals AC1, so α, AC1, the κs and a note.
