@@ -38,6 +38,7 @@ __all__ = [
 ALPHA_LEVELS = ("nominal", "ordinal", "interval", "ratio")
 AC_WEIGHTS = ("identity", "linear", "quadratic", "ordinal")
 _MAX_CELLS = 60_000_000
+_MAX_LABEL_PAIRS = 20_000_000  # Cohen's κ: ten times a million labels at five per prompt
 
 
 def value_count_table(matrix, *, values: str = "raw") -> tuple[np.ndarray, np.ndarray]:
@@ -317,8 +318,11 @@ def _category_codes(matrix, values: str) -> tuple[np.ndarray, int]:
 def _label_pairs(matrix) -> tuple[np.ndarray, np.ndarray]:
     """Every pair of labels on the same prompt, as two arrays of label positions ``(i, j)``
     (``Σ_j C(k_j, 2)`` pairs, built per distinct prompt size without a loop over prompts)."""
-    order = np.argsort(matrix.prompt, kind="stable")
     counts = matrix.prompt_counts
+    n_pairs = int((counts * (counts - 1) // 2).sum())
+    if n_pairs > _MAX_LABEL_PAIRS:  # some ten arrays of that length follow: keep them within memory
+        raise ValueError(f"matrix: {n_pairs} pairs of labels on the same prompts are too many for Cohen's κ")
+    order = np.argsort(matrix.prompt, kind="stable")
     starts = np.r_[0, np.cumsum(counts)[:-1]] if counts.size else np.zeros(0, np.int64)
     first, second = [], []
     for c in np.unique(counts[counts >= 2]):
@@ -393,6 +397,10 @@ def cohen_kappa_pairs(matrix, *, values: str = "raw", min_shared: int = KAPPA_MI
     computed here for all pairs at once from the label pairs on each prompt.) Categories are the
     raw values (``values="raw"``) or the scaled ones, nominal: on a rating scale each point is a
     category and near misses count as disagreements.
+
+    Raises ValueError naming ``matrix`` when the prompts hold more than 20 million pairs of labels
+    or the kept pairs of workers × categories exceed the count-table limit (the report then states
+    the reason instead of a value).
     """
     if min_shared < 1:
         raise ValueError(f"min_shared: expected at least 1, got {min_shared}")

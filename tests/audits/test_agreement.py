@@ -293,3 +293,14 @@ def test_prompt_agreement_hand_worked():
     assert [r["mode_share"] for r in rows] == pytest.approx([0.6, 1.0, 1 / 3])
     assert [r["entropy_bits"] for r in rows] == pytest.approx([0.9709505944546686, 0.0, np.log2(3)])
     assert rows[1]["entropy_bits"] == 0.0 and str(rows[1]["entropy_bits"]) == "0.0"
+
+
+def test_cohen_kappa_refuses_too_many_label_pairs_and_the_report_says_why(monkeypatch):
+    import audits.engine.agreement as agreement
+
+    m = matrix_from_rows(KRIPP_EXAMPLE)
+    monkeypatch.setattr(agreement, "_MAX_LABEL_PAIRS", 10)
+    with pytest.raises(ValueError, match="pairs of labels on the same prompts"):
+        cohen_kappa_pairs(m)
+    summary = agreement_coefficients(m)["cohen_kappa_mean"]
+    assert summary["value"] is None and "too many for Cohen's κ" in summary["reason"]
