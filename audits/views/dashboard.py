@@ -91,6 +91,7 @@ def guide(request):
         "power": {"cap": accuracy.UNDERPOWERED_N, "floor": accuracy.MIN_SCORED_FLOOR},
         "straight": {"min_labels": flags.MIN_LABELS, "min_share": round(flags.MIN_SHARE * 100), "alpha": flags.ALPHA},
         "speed_share": round(workers.SPEED_SHARE * 100),
+        "kappa_min_shared": KAPPA_MIN_SHARED,
     }
     return render(request, "audits/guide.html", context)
 
