@@ -454,8 +454,8 @@ def fleiss_kappa(matrix, *, values: str = "raw", k: int | None = None) -> dict:
         p_k = \\frac{\\sum_i n_{ik}}{Nk},\\quad \\bar P_e = \\sum_k p_k^2,\\quad
         \\kappa = \\frac{\\bar P - \\bar P_e}{1 - \\bar P_e}
 
-    (``statsmodels.stats.inter_rater.fleiss_kappa(table, method="fleiss")`` computes the same from
-    the same table.) Categories as in :func:`cohen_kappa_pairs`. Returns the report's
+    κ itself is ``statsmodels.stats.inter_rater.fleiss_kappa(table, method="fleiss")`` on that table;
+    ``pa`` and ``pe`` are reported beside it. Categories as in :func:`cohen_kappa_pairs`. Returns the report's
     ``fleiss_kappa`` dict: ``value`` (None with ``reason`` when undefined), ``pa``, ``pe``, ``k``,
     ``n_units``, ``n_labels``, ``n_categories``.
     """
@@ -481,7 +481,10 @@ def fleiss_kappa(matrix, *, values: str = "raw", k: int | None = None) -> dict:
     out.update(pa=pa, pe=pe, n_units=int(units.size), n_labels=int(units.size * k))
     if pe >= 1:
         return {**out, "reason": "only one category among these prompts: chance agreement is 1"}
-    return {**out, "value": (pa - pe) / (1 - pe)}
+    # Imported here: statsmodels takes a second to import, which a report without κ need not pay.
+    from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss  # noqa: PLC0415
+
+    return {**out, "value": float(statsmodels_fleiss(table, method="fleiss"))}
 
 
 # ---------------------------------------------------------------------------------- per prompt
