@@ -80,9 +80,8 @@ def _sort_check(sort: str) -> tuple[str, bool]:
 def _attach(participations, table: dict) -> None:
     for participation in participations:
         participation.audit = table.get(participation.worker.public_id) or {}
-        participation.audit_flags = [
-            {**f, "name": FLAG_KINDS[f["kind"]]} for f in participation.audit.get("flags") or [] if f["kind"] in FLAG_KINDS
-        ]
+        flags = participation.audit.get("flags") or []
+        participation.audit_flags = [{**f, "name": FLAG_KINDS[f["kind"]]} for f in flags if f["kind"] in FLAG_KINDS]
 
 
 def _standing(campaign: Campaign, status: str) -> QuerySet[Participation]:

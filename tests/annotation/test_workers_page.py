@@ -25,9 +25,7 @@ def _sim(name):
 def _label_by_gold(campaign, worker):
     """The worker labels every prompt left for them with its gold: a careful worker."""
     while not isinstance(lease := services.lease_acquire(campaign=campaign, worker=worker), services.NothingLeft):
-        services.label_submit(
-            lease_id=lease.pk, worker=worker, value=lease.prompt.gold, client_token=f"t{lease.pk}"
-        )
+        services.label_submit(lease_id=lease.pk, worker=worker, value=lease.prompt.gold, client_token=f"t{lease.pk}")
 
 
 @pytest.fixture
