@@ -35,7 +35,7 @@ COLUMNS = [
     ("worker", "Worker"),
     ("labels", "Labels"),
     ("top_share", "Same answer"),
-    ("control_accuracy", "Controls right"),
+    ("control_accuracy", "Controls"),
     ("speed_ratio", "Speed"),
     ("bias", "Bias"),
     ("accuracy", "Agrees"),
@@ -87,10 +87,10 @@ def _page(
     bulk: WorkersActionForm | None = None,
     status: int = 200,
 ):
-    filters = WorkerFilterForm(
-        request.GET or None, flags=worker_audit.FLAG_KINDS, statuses=worker_audit.STATUSES, columns=COLUMNS
-    )
-    chosen = filters.cleaned_data if filters.is_bound and filters.is_valid() else {}
+    given = request.GET.copy()
+    given.setdefault("sort", worker_audit.DEFAULT_SORT)  # so that the sort menu shows the order the rows are in
+    filters = WorkerFilterForm(given, flags=worker_audit.FLAG_KINDS, statuses=worker_audit.STATUSES, columns=COLUMNS)
+    chosen = filters.cleaned_data if filters.is_valid() else {}
     sort = chosen.get("sort") or worker_audit.DEFAULT_SORT
     audited = worker_audit.workers_audited(
         campaign=campaign, flag=chosen.get("flag", ""), status=chosen.get("status", ""), sort=sort
