@@ -90,7 +90,9 @@ def test_bulk_actions_are_all_or_nothing(crowd, researcher, api):
     assert "worker" in assert_error(client.post(url, both, format="json"), 400, "invalid")["fields"]
     assert row_counts() == before
 
-    done = client.post(url, {"workers": ["sim:spammer", "sim:careful"], "action": "block", "reason": WHY}, format="json")
+    done = client.post(
+        url, {"workers": ["sim:spammer", "sim:careful"], "action": "block", "reason": WHY}, format="json"
+    )
     assert done.status_code == 201, done.content
     actions = done.json()["actions"]
     assert [(a["worker"], a["kind"], a["by"]) for a in actions] == [

@@ -22,9 +22,7 @@ def test_a_spammer_is_found_by_their_flag_and_blocked_in_bulk(
     campaign = make_campaign(24, k=3)
     careful = [services.worker_get_or_create(channel="sim", external_id=f"careful-{n}") for n in "ab"]
     for worker in careful:
-        while not isinstance(
-            lease := services.lease_acquire(campaign=campaign, worker=worker), services.NothingLeft
-        ):
+        while not isinstance(lease := services.lease_acquire(campaign=campaign, worker=worker), services.NothingLeft):
             services.label_submit(
                 lease_id=lease.pk, worker=worker, value=lease.prompt.gold, client_token=f"t{lease.pk}"
             )
