@@ -109,16 +109,16 @@ class WorkerFilters(serializers.Serializer):
 
 
 class WorkerLabelOutput(serializers.Serializer):
-    label_id = serializers.IntegerField(source="pk")
+    label_id = serializers.IntegerField(source="pk", help_text="The label's id, as in the export's label_id.")
     prompt = serializers.CharField(source="prompt.external_id", help_text="The prompt's imported id.")
-    prompt_text = serializers.CharField(source="prompt.text")
+    prompt_text = serializers.CharField(source="prompt.text", help_text="The prompt's text.")
     value = serializers.JSONField(help_text="The raw value, as in the export.")
     control = serializers.BooleanField(source="is_control", help_text="A control prompt's label.")
-    leased_at = serializers.DateTimeField()
-    created_at = serializers.DateTimeField()
+    leased_at = serializers.DateTimeField(help_text="When the prompt was leased to the worker.")
+    created_at = serializers.DateTimeField(help_text="When the label arrived.")
     time_spent_s = serializers.SerializerMethodField(help_text="Seconds from the lease to the label.")
     voided_at = serializers.DateTimeField(allow_null=True, help_text="Void since (it does not count); null: counted.")
-    void_reason = serializers.CharField(allow_blank=True)
+    void_reason = serializers.CharField(allow_blank=True, help_text="Why it is void; empty when it counts.")
     correct = serializers.SerializerMethodField(
         help_text="Agrees with the prompt's gold, judged as control answers are; null: the prompt has no gold."
     )
