@@ -4,6 +4,7 @@ worker's progress on the task page and their answers to control prompts and gold
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
@@ -34,7 +35,10 @@ def campaign_workers(*, campaign: Campaign) -> QuerySet[Participation]:
 
 def campaign_worker_by_pk(*, campaign: Campaign, worker_id: int) -> Participation | None:
     """The Participation row (with the worker, and ``flagged`` as :func:`campaign_workers` has it) of the
-    worker with this id if they take part in the campaign; None otherwise, like an unknown id."""
+    worker with this id if they take part in the campaign; None otherwise, like an unknown id (one past
+    what the database can store included: a URL's <int:...> takes any digits)."""
+    if not 0 < worker_id <= connection.ops.integer_field_range("BigIntegerField")[1]:
+        return None
     return campaign_workers(campaign=campaign).filter(worker_id=worker_id).first()
 
 
