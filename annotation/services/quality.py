@@ -97,8 +97,10 @@ def worker_act(
       whose flags are all undone already gets the newest back, ``logged`` false.
 
     An unknown kind is refused with a ``ValidationError`` naming ``kind``."""
-    if kind not in (*Kind.values, UNFLAG) or (kind == UNFLAG and rule is not None):
+    if kind not in (*Kind.values, UNFLAG):
         raise ValidationError({"kind": f"Unknown action {kind!r}: one of {', '.join([*Kind.values, UNFLAG])}."})
+    if kind == UNFLAG and rule is not None:
+        raise ValidationError({"rule": "A rule flags; only a researcher unflags."})
     reason = _reason_check(reason)
     if rule is not None and rule.campaign_id != campaign.pk:
         raise ValidationError({"rule": f"Rule {rule.pk} is not one of this campaign's rules."})
