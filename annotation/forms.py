@@ -324,11 +324,13 @@ class ControlMarkForm(forms.Form):
 
 
 class WorkerActionForm(forms.Form):
-    """An action on one of the campaign's workers, from its workers page (``views.worker_actions``): the worker
-    by public id, the action, and why. ``annotation.services.quality`` checks the worker and the reason."""
+    """An action on one of the campaign's workers, from its workers page or the worker's own page
+    (``views.worker_actions``): the worker by public id, the action, and why; ``back``: the page to go
+    back to. ``annotation.services.quality`` checks the worker and the reason."""
 
     ACTIONS = [
         ("flag", "Flag"),
+        ("unflag", "Unflag"),
         ("exclude", "Exclude from the audit"),
         ("include", "Include in the audit again"),
         ("block", "Block"),
@@ -340,6 +342,47 @@ class WorkerActionForm(forms.Form):
     action = forms.ChoiceField(label="Action", choices=ACTIONS)
     reason = forms.CharField(label="Why", max_length=WorkerAction._meta.get_field("reason").max_length)
     confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)  # re-collecting asks first
+    back = forms.ChoiceField(required=False, choices=[("", "the workers page"), ("worker", "the worker's page")])
+
+
+class WorkersActionForm(forms.Form):
+    """One action on several workers at once, from the workers page (``views.worker_actions``): the
+    workers by public id (the rows' check boxes), the action (re-collecting is one worker at a time) and
+    one reason; ``query``: the page's filters and sort, to go back to."""
+
+    ACTIONS = [(kind, label) for kind, label in WorkerActionForm.ACTIONS if kind != "recollect"]
+
+    workers = forms.Field(widget=forms.MultipleHiddenInput, error_messages={"required": "Choose at least one worker."})
+    action = forms.ChoiceField(label="Action", choices=ACTIONS)
+    reason = forms.CharField(label="Why", max_length=WorkerAction._meta.get_field("reason").max_length)
+    query = forms.CharField(required=False, max_length=500, widget=forms.HiddenInput)
+
+    def clean_workers(self) -> list[str]:
+        ids = [str(value).strip() for value in self.cleaned_data["workers"] if str(value).strip()]
+        if not ids:
+            raise forms.ValidationError("Choose at least one worker.")
+        if too_long := [value for value in ids if len(value) > 221]:
+            raise forms.ValidationError(f"{too_long[0][:40]}… is not a worker id (at most 221 characters).")
+        return list(dict.fromkeys(ids))
+
+
+class WorkerFilterForm(forms.Form):
+    """The workers page's filters and sort (GET): an audit flag, a status, a column and its direction
+    (``-``: high to low)."""
+
+    flag = forms.ChoiceField(label="Flag", required=False)
+    status = forms.ChoiceField(label="Status", required=False)
+    sort = forms.ChoiceField(label="Sort by", required=False)
+
+    def __init__(self, *args, flags: dict, statuses: dict, columns: list[tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["flag"].choices = [("", "any or none"), *flags.items()]
+        self.fields["status"].choices = [("", "any"), *statuses.items()]
+        self.fields["sort"].choices = [
+            choice
+            for key, heading in columns
+            for choice in ((f"-{key}", f"{heading}, high to low"), (key, f"{heading}, low to high"))
+        ]
 
 
 def new_client_token() -> str:

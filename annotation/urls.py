@@ -27,6 +27,8 @@ urlpatterns = [
     ),
     path("campaigns/<slug:slug>/workers/", worker_actions.worker_actions, name="worker_actions"),
     path("campaigns/<slug:slug>/workers/act/", worker_actions.worker_act, name="worker_act"),
+    path("campaigns/<slug:slug>/workers/bulk/", worker_actions.workers_act, name="workers_act"),
+    path("campaigns/<slug:slug>/workers/<int:worker_id>/", worker_actions.campaign_worker, name="campaign_worker"),
     path(
         "campaigns/<slug:slug>/workers/actions/<int:action_id>/undo/",
         worker_actions.worker_action_undo,

@@ -18,18 +18,20 @@ decisions acted on by the labeling platform:
 * ``rules_applied``: the signal the quick run sends once the rules were applied (the Prolific channel
   approves the submissions that were waiting for the audit).
 
-And three reads of the audit's latest state, for the apps that act on it (``audits.selectors.coverage``):
+And four reads of the audit's latest state, for the apps that act on it (``audits.selectors.coverage``):
 
 * ``worker_audited``: the newest quick run whose rules were applied counted every label of a worker
   (the Prolific channel approves a submission only then).
 * ``worker_numbers``: each worker's numbers as that run judged them (bonus rules).
+* ``worker_audit_table``: each worker's numbers and flags as the dashboard shows them (the workers
+  pages, to act on a worker beside the numbers that call for it).
 * ``latest_numbers``: the six noise numbers and alpha, newest (webhooks' thresholds).
 
 Scheduling has no entry point of its own here: the fold and the invalidation schedule the audit's run
 themselves, on commit, which is the only moment annotation has anything for it.
 """
 
-from audits.selectors.coverage import latest_numbers, worker_audited, worker_numbers
+from audits.selectors.coverage import latest_numbers, worker_audit_table, worker_audited, worker_numbers
 from audits.selectors.worker_rules import RuleDecision
 from audits.services.stats import audit_stats_invalidate, label_stats_add, stats_rebuild
 from audits.signals import rules_applied, worker_actions_due
@@ -42,6 +44,7 @@ __all__ = [
     "rules_applied",
     "stats_rebuild",
     "worker_actions_due",
+    "worker_audit_table",
     "worker_audited",
     "worker_numbers",
 ]

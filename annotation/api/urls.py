@@ -62,6 +62,11 @@ urlpatterns = [
         name="quality-rule-deactivate",
     ),
     path(f"{campaign}/workers/", worker_actions.WorkerListApi.as_view(), name="workers"),
+    path(
+        f"{campaign}/workers/<int:worker_id>/labels/",
+        worker_actions.WorkerLabelListApi.as_view(),
+        name="worker-labels",
+    ),
     path(f"{campaign}/worker-actions/", worker_actions.WorkerActionListApi.as_view(), name="worker-actions"),
     path(
         f"{campaign}/worker-actions/<int:action_id>/undo/",

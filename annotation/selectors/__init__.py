@@ -37,10 +37,13 @@ from .workers import (
     action_undoable,
     campaign_live_leases,
     campaign_worker,
+    campaign_worker_by_pk,
     campaign_workers,
+    label_correct,
     worker_actions_of,
     worker_control_results,
     worker_label_count,
+    worker_labels,
     worker_progress,
 )
 
@@ -67,6 +70,7 @@ __all__ = [
     "campaign_progress",
     "campaign_stop_plan",
     "campaign_worker",
+    "campaign_worker_by_pk",
     "campaign_workers",
     "campaigns_for_workers",
     "campaigns_visible_to",
@@ -75,6 +79,7 @@ __all__ = [
     "invitation_for_join",
     "invitations_of",
     "label_export_rows",
+    "label_correct",
     "labels_left_under_cap",
     "lease_for_worker",
     "live_lease",
@@ -84,6 +89,7 @@ __all__ = [
     "worker_actions_of",
     "worker_control_results",
     "worker_label_count",
+    "worker_labels",
     "worker_outlook",
     "worker_progress",
 ]

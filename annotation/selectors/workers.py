@@ -1,9 +1,10 @@
 """Reads on a campaign's workers: their labels, the actions taken on them, the leases running now, a
-worker's progress on the task page and their answers to control prompts."""
+worker's progress on the task page and their answers to control prompts and gold."""
 
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
@@ -30,6 +31,47 @@ def campaign_workers(*, campaign: Campaign) -> QuerySet[Participation]:
         .annotate(flagged=Exists(flags))
         .order_by("-n_labels", "worker_id")
     )
+
+
+def campaign_worker_by_pk(*, campaign: Campaign, worker_id: int) -> Participation | None:
+    """The Participation row (with the worker, and ``flagged`` as :func:`campaign_workers` has it) of the
+    worker with this id if they take part in the campaign; None otherwise, like an unknown id (one past
+    what the database can store included: a URL's <int:...> takes any digits)."""
+    if not 0 < worker_id <= connection.ops.integer_field_range("BigIntegerField")[1]:
+        return None
+    return campaign_workers(campaign=campaign).filter(worker_id=worker_id).first()
+
+
+def worker_labels(*, campaign: Campaign, worker: Worker) -> QuerySet[Label]:
+    """The worker's labels in the campaign, newest first, void ones included (``voided_at``): what they
+    did, as a researcher judging them reads it. Each with its prompt (``prompt.text``, ``prompt.gold``)."""
+    return (
+        Label.objects.filter(campaign=campaign, worker=worker)
+        .select_related("prompt")
+        .only(
+            "id",
+            "value",
+            "is_control",
+            "leased_at",
+            "created_at",
+            "voided_at",
+            "void_reason",
+            "prompt__external_id",
+            "prompt__text",
+            "prompt__gold",
+            "prompt__is_control",
+        )
+        .order_by("-created_at", "-id")
+    )
+
+
+def label_correct(campaign: Campaign, label: Label) -> bool | None:
+    """Whether the label agrees with its prompt's gold, as control answers are judged
+    (:func:`worker_control_results`: through the binarization map, free text by accepted answers);
+    None when the prompt has no gold."""
+    if label.prompt.gold is None:
+        return None
+    return _control_answer_correct(campaign.label_schema, label.value, label.prompt.gold)
 
 
 def campaign_worker(*, campaign: Campaign, public_id: str) -> Worker | None:

@@ -16,7 +16,10 @@ the numbers that led to it.
 * **Re-collect**: exclude, block, and void their counted labels (``label_void``'s writes: rows and
   leases kept, so they never see those prompts again; slots freed, so other workers label them).
   Undoing it includes and unblocks the worker; the voids stay (the slots may be filled again already).
-* **Flag**: a note in the log, nothing else changes.
+* **Flag**: a note in the log, nothing else changes. **Unflag** marks the worker's standing flags
+  undone (a researcher's and the rules' alike; the activity log keeps who and why).
+* **Several workers at once** (``workers_act``): one action, one reason, one transaction: every worker
+  is acted on, or (one of them refused) none is. Re-collecting stays one worker at a time.
 
 Each service is idempotent: acting when the worker is already so (excluded, blocked, ...) writes
 nothing and returns the action that made them so; ``action.logged`` says whether this call wrote it.
@@ -43,6 +46,11 @@ from audits.hook import audit_stats_invalidate
 
 Kind = WorkerAction.Kind
 REASON_MAX = WorkerAction._meta.get_field("reason").max_length
+#: Not a kind of log entry: unflagging marks the flags undone, as undoing each of them would.
+UNFLAG = "unflag"
+#: What ``workers_act`` does to several workers at once: re-collecting voids labels for good, so it
+#: stays one worker at a time, after a page that asks first.
+BULK_KINDS = (Kind.FLAG, UNFLAG, Kind.EXCLUDE, Kind.INCLUDE, Kind.BLOCK, Kind.UNBLOCK)
 #: The kinds an undo reverses; an include or an unblock is reversed by excluding or blocking again.
 UNDOABLE = (Kind.FLAG, Kind.EXCLUDE, Kind.BLOCK, Kind.RECOLLECT)
 RECOLLECT_UNDO_NOTE = (
@@ -84,11 +92,50 @@ def worker_act(
     - ``recollect``: exclude and block the worker, and void their counted labels so that other workers
       label those prompts again. The log's ``numbers`` gain ``labels_voided``. The voids cannot be
       undone.
+    - ``unflag`` (by a researcher): mark every flag on the worker that is not undone yet undone, and
+      return the newest; the activity log keeps the reason. A worker never flagged is refused; one
+      whose flags are all undone already gets the newest back, ``logged`` false.
 
     An unknown kind is refused with a ``ValidationError`` naming ``kind``."""
-    if kind not in Kind.values:
-        raise ValidationError({"kind": f"Unknown action {kind!r}: one of {', '.join(Kind.values)}."})
-    return _act(Kind(kind), campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
+    if kind not in (*Kind.values, UNFLAG):
+        raise ValidationError({"kind": f"Unknown action {kind!r}: one of {', '.join([*Kind.values, UNFLAG])}."})
+    if kind == UNFLAG and rule is not None:
+        raise ValidationError({"rule": "A rule flags; only a researcher unflags."})
+    reason = _reason_check(reason)
+    if rule is not None and rule.campaign_id != campaign.pk:
+        raise ValidationError({"rule": f"Rule {rule.pk} is not one of this campaign's rules."})
+    with transaction.atomic(durable=True):
+        action, blocked = _act_locked(kind, campaign, worker, by=by, rule=rule, reason=reason, numbers=numbers)
+    if blocked:
+        worker_leases_end(campaign_id=campaign.pk, worker_id=worker.pk)
+    return action
+
+
+def workers_act(*, kind: str, campaign: Campaign, workers: list[Worker], by, reason: str) -> list[WorkerAction]:
+    """A researcher's one action (``BULK_KINDS``: flag, unflag, exclude, include, block, unblock) on
+    several of the campaign's workers, with one reason, all or nothing: in one transaction, so a worker
+    the action is refused for (not in the campaign, never excluded, ...) leaves every other one as they
+    were, and the refusal names that worker. Each worker's action is ``worker_act``'s (idempotent,
+    logged, in the activity log); returns them in the order of the workers' ids. A blocked worker's
+    leases end once the whole commits."""
+    if kind not in BULK_KINDS:
+        raise ValidationError(
+            {"kind": f"{kind!r} is not done to several workers at once: one of {', '.join(BULK_KINDS)}."}
+        )
+    if not workers:
+        raise ValidationError({"workers": "Choose at least one worker."})
+    reason = _reason_check(reason)
+    actions, blocked = [], []
+    with transaction.atomic(durable=True):
+        # One worker after the other in id order: two bulk actions lock the Participation rows in one order.
+        for worker in sorted({w.pk: w for w in workers}.values(), key=lambda w: w.pk):
+            action, was_blocked = _act_locked(kind, campaign, worker, by=by, rule=None, reason=reason, numbers=None)
+            actions.append(action)
+            if was_blocked:
+                blocked.append(worker.pk)
+    for worker_id in blocked:
+        worker_leases_end(campaign_id=campaign.pk, worker_id=worker_id)
+    return actions
 
 
 def action_undo(*, action: WorkerAction, by) -> WorkerAction:
@@ -133,38 +180,71 @@ def action_undo(*, action: WorkerAction, by) -> WorkerAction:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _act(
-    kind: str, *, campaign: Campaign, worker: Worker, by, rule: QualityRule | None, reason: str, numbers: dict | None
-) -> WorkerAction:
-    reason = _reason_check(reason)
+def _act_locked(
+    kind: str, campaign: Campaign, worker: Worker, *, by, rule: QualityRule | None, reason: str, numbers: dict | None
+) -> tuple[WorkerAction, bool]:
+    """One action on one worker inside the caller's transaction, ``reason`` checked already: the
+    action (``logged``: whether this call wrote it), and whether it blocked the worker (whose leases the
+    caller ends once the transaction committed)."""
     numbers = dict(numbers or {})
-    if rule is not None and rule.campaign_id != campaign.pk:
-        raise ValidationError({"rule": f"Rule {rule.pk} is not one of this campaign's rules."})
-    with transaction.atomic(durable=True):
-        if kind == Kind.RECOLLECT:  # label_void's lock order: the labels before the Participation row
-            list(_counted_labels(campaign.pk, worker.pk).select_for_update().order_by("pk").values_list("pk"))
-        participation = _participation_lock(campaign.pk, worker.pk)
-        if participation is None:
-            raise ValidationError({"worker": f"{worker.public_id} is not a worker of this campaign."})
-        now = timezone.now()
-        holding = _holding(kind, participation, rule)
-        if holding is not None:
-            holding.logged = False
-            return holding
-        if kind == Kind.RECOLLECT:
-            # Labels that arrived while this waited for the Participation row: theirs to void too.
-            labels = list(_counted_labels(campaign.pk, worker.pk).select_for_update().order_by("prompt_id", "pk"))
-            for label in labels:  # in prompt order, so two re-collections lock prompts in one order
-                label_void_locked(label=label, reason=f"Re-collected: {reason}")
-            numbers["labels_voided"] = len(labels)
-            if labels:
-                audit_stats_invalidate(campaign_id=campaign.pk)
-        blocked = _apply(kind, participation, now)
-        action = _log(kind, participation, by=by, rule=rule, reason=reason, numbers=numbers, now=now)
-    if blocked:
-        worker_leases_end(campaign_id=campaign.pk, worker_id=worker.pk)
+    if kind == Kind.RECOLLECT:  # label_void's lock order: the labels before the Participation row
+        list(_counted_labels(campaign.pk, worker.pk).select_for_update().order_by("pk").values_list("pk"))
+    participation = _participation_lock(campaign.pk, worker.pk)
+    if participation is None:
+        raise ValidationError({"worker": f"{worker.public_id} is not a worker of this campaign."})
+    now = timezone.now()
+    if kind == UNFLAG:
+        return _unflag(participation, by=by, reason=reason, now=now), False
+    holding = _holding(kind, participation, rule)
+    if holding is not None:
+        holding.logged = False
+        return holding, False
+    if kind == Kind.RECOLLECT:
+        # Labels that arrived while this waited for the Participation row: theirs to void too.
+        labels = list(_counted_labels(campaign.pk, worker.pk).select_for_update().order_by("prompt_id", "pk"))
+        for label in labels:  # in prompt order, so two re-collections lock prompts in one order
+            label_void_locked(label=label, reason=f"Re-collected: {reason}")
+        numbers["labels_voided"] = len(labels)
+        if labels:
+            audit_stats_invalidate(campaign_id=campaign.pk)
+    blocked = _apply(kind, participation, now)
+    action = _log(kind, participation, by=by, rule=rule, reason=reason, numbers=numbers, now=now)
     action.logged = True
-    return action
+    return action, blocked
+
+
+def _unflag(participation: Participation, *, by, reason: str, now) -> WorkerAction:
+    """Mark the worker's flags that are not undone undone (the caller holds the Participation row);
+    the newest flag. Refuses a worker never flagged."""
+    flags = list(
+        WorkerAction.objects.select_for_update()
+        .filter(campaign_id=participation.campaign_id, worker_id=participation.worker_id, kind=Kind.FLAG)
+        .order_by("-created_at", "-id")
+    )
+    if not flags:
+        raise WorkerActionRefused(
+            f"{participation.worker.public_id} is not flagged: there is nothing to unflag.", code="not_flagged"
+        )
+    standing = [flag for flag in flags if flag.undone_at is None]
+    if not standing:
+        flags[0].logged = False
+        return flags[0]
+    WorkerAction.objects.filter(pk__in=[flag.pk for flag in standing]).update(undone_at=now, undone_by=by)
+    for flag in standing:
+        flag.undone_at, flag.undone_by = now, by
+    activity_record(
+        campaign_id=participation.campaign_id,
+        verb=f"worker.{UNFLAG}",
+        summary=f"Unflagged: worker {participation.worker.external_id}",
+        detail={
+            "worker": participation.worker.external_id,
+            "action_ids": [flag.pk for flag in standing],
+            "reason": reason,
+        },
+        actor=by,
+    )
+    standing[0].logged = True
+    return standing[0]
 
 
 def _reason_check(reason) -> str:
@@ -279,9 +359,12 @@ def _log(kind: str, participation: Participation, *, by, rule, reason: str, numb
 
 
 __all__ = [
+    "BULK_KINDS",
     "RECOLLECT_UNDO_NOTE",
     "UNDOABLE",
+    "UNFLAG",
     "WorkerActionRefused",
     "action_undo",
     "worker_act",
+    "workers_act",
 ]

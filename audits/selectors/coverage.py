@@ -1,12 +1,15 @@
 """What other apps read of the live audit's latest state: whether it has seen a worker's labels and
 applied the campaign's quality rules to them (the gate a panel's automatic approval waits for, so a
 spammer who fills their quota before a rule fires is not approved in that gap:
-``annotation.channels.services.prolific``), the worker table it last judged, and its newest numbers
-(the webhooks' thresholds)."""
+``annotation.channels.services.prolific``), the worker table it last judged, each worker's numbers and
+flags as the dashboard shows them (the workers pages), and its newest numbers (the webhooks'
+thresholds)."""
 
-from annotation.models import Label
+from annotation.models import Campaign, Label
 from audits.engine.noise import NOISE_KEYS
 from audits.models import AuditSnapshot
+from audits.selectors.tables import worker_table
+from audits.selectors.truths import ground_truths_summary
 
 
 def _latest_table(campaign_id: int) -> list[dict] | None:
@@ -27,6 +30,35 @@ def _latest_table(campaign_id: int) -> list[dict] | None:
 def worker_numbers(*, campaign_id: int) -> list[dict]:
     """Each worker's numbers as the live audit last judged them (``WorkerRow.numbers``)."""
     return _latest_table(campaign_id) or []
+
+
+def worker_audit_table(*, campaign: Campaign) -> dict:
+    """Each worker's numbers and flags as the dashboard's workers table has them
+    (:func:`audits.selectors.tables.worker_table`: the newest quick snapshot's straight-lining and worker
+    quality, the newest full report's accuracy, the newest ground truths' skill), by public id, under
+    ``workers``; ``computed_at``: when that quick snapshot was computed (None before any). A worker the
+    audit has not seen yet has no row."""
+    quick = (
+        AuditSnapshot.objects.filter(campaign=campaign, kind=AuditSnapshot.Kind.QUICK)
+        .order_by("-watermark")
+        .values("computed_at", "data__straight_lining", "data__worker_quality")
+        .first()
+    )
+    full = (
+        AuditSnapshot.objects.filter(campaign=campaign, kind=AuditSnapshot.Kind.FULL)
+        .order_by("-watermark")
+        .values("data__accuracy", "data__accuracy_summary", "data__accuracy_gold")
+        .first()
+    )
+    truths = ground_truths_summary(campaign=campaign)
+    rows = worker_table(
+        campaign=campaign,
+        full={key.removeprefix("data__"): value for key, value in full.items()} if full else None,
+        straight_lining=quick["data__straight_lining"] if quick else None,
+        quality=quick["data__worker_quality"] if quick else None,
+        skill=truths["shown"]["skill"] if truths and truths["shown"] else None,
+    )
+    return {"computed_at": quick["computed_at"] if quick else None, "workers": {row["worker"]: row for row in rows}}
 
 
 def worker_audited(*, campaign_id: int, worker_id: int, public_id: str) -> bool:

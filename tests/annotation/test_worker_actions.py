@@ -455,7 +455,7 @@ def test_the_workers_page_acts_logs_and_undoes(client, make_campaign, researcher
     url = f"/campaigns/{campaign.slug}/workers/"
     assert f'href="{url}"' in client.get(f"/campaigns/{campaign.slug}/").content.decode()
     page = client.get(url).content.decode()
-    assert "sim:page" in page and "blocked since" in page
+    assert "sim:page" in page and "worker-state blocked" in page  # the chip; "since" in its title
     assert "by the rule" in page and "answers 1 to 100 % of 1 label" in page
     assert "top share: 1" in page and "bias ci: [0.25, 0.75]" in page
     assert f'action="{url}actions/{automatic.pk}/undo/"' in page

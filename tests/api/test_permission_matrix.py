@@ -171,6 +171,14 @@ def worker_action(world) -> None:
     ).pk
 
 
+def a_worker(world) -> None:
+    """The world's worker's id, as ``W("worker_id")``: they take part in its campaign."""
+    world["kwargs"]["worker_id"] = services.worker_for_user(user=world["users"]["worker"]).pk
+
+
+WORKER_ID = {"kwargs": {"worker_id": W("worker_id")}, "prepare": a_worker}
+
+
 def quality_rule(world) -> None:
     """A quality rule of the world's campaign, as ``W("rule_id")``."""
     from annotation.services.rules import rule_create
@@ -441,6 +449,7 @@ TABLE: dict[str, list[Probe]] = {
     ],
     "api/v1/campaigns/<slug:slug>/quality-rules/<int:rule_id>/deactivate/": [managers("POST", 200, **RULE_ID, **API)],
     "api/v1/campaigns/<slug:slug>/workers/": [managers("GET", 200, **API)],
+    "api/v1/campaigns/<slug:slug>/workers/<int:worker_id>/labels/": [managers("GET", 200, **WORKER_ID, **API)],
     "api/v1/campaigns/<slug:slug>/worker-actions/": [managers("GET", 200, **API), managers("POST", 400, **API)],
     "api/v1/campaigns/<slug:slug>/worker-actions/<int:action_id>/undo/": [
         managers("POST", 200, kwargs={"action_id": W("action_id")}, prepare=worker_action, **API)
@@ -502,6 +511,8 @@ TABLE: dict[str, list[Probe]] = {
     "campaigns/<slug:slug>/rules/<int:rule_id>/deactivate/": [managers("POST", 302, **RULE_ID)],
     "campaigns/<slug:slug>/workers/": [managers("GET", 200)],
     "campaigns/<slug:slug>/workers/act/": [managers("POST", 400)],
+    "campaigns/<slug:slug>/workers/bulk/": [managers("POST", 400)],  # JSON, which the form does not read
+    "campaigns/<slug:slug>/workers/<int:worker_id>/": [managers("GET", 200, **WORKER_ID)],
     "campaigns/<slug:slug>/workers/actions/<int:action_id>/undo/": [
         managers("POST", 302, kwargs={"action_id": W("action_id")}, prepare=worker_action)
     ],  # POST: unconfirmed, the page again

@@ -14,6 +14,13 @@ from tests.helpers import PHONE, label_one, no_horizontal_scroll, page_problems,
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def _row_opened(page, public_id: str):
+    """The worker's rows in the workers table, their fold (the numbers in full and the form) opened."""
+    row = page.locator(f"tbody.worker-row[data-worker='{public_id}']")
+    row.locator("summary").click()
+    return row
+
+
 def test_a_researcher_excludes_recollects_and_undoes_from_the_workers_page(
     live_server, new_page, make_campaign, make_user, researcher, tmp_path
 ):
@@ -50,28 +57,28 @@ def test_a_researcher_excludes_recollects_and_undoes_from_the_workers_page(
     assert no_horizontal_scroll(page)
     page.screenshot(path=tmp_path / "workers.png", full_page=True)
 
-    row = page.locator(f"li.worker-row[data-worker='{spammer.public_id}']")
+    row = _row_opened(page, spammer.public_id)
     row.locator("select[name=action]").select_option("exclude")
     # The browser would not send an empty reason (the field is required); a script can, and is refused.
     row.locator("input[name=reason]").evaluate("input => input.removeAttribute('required')")
-    row.locator("button", has_text="Act").click()
+    row.get_by_role("button", name=f"Act on {spammer.public_id}").click()
     page.wait_for_selector(".worker-action-errors")
     assert "reason: This field is required." in page.inner_text(".worker-action-errors")
     assert not Participation.objects.filter(worker=spammer, excluded_at__isnull=False).exists()
 
-    row = page.locator(f"li.worker-row[data-worker='{spammer.public_id}']")
+    row = _row_opened(page, spammer.public_id)
     row.locator("select[name=action]").select_option("exclude")
     row.locator("input[name=reason]").fill("Answers before reading.")
-    row.locator("button", has_text="Act").click()
-    page.wait_for_selector(f"li.worker-row[data-worker='{spammer.public_id}'] .worker-state.excluded")
+    row.get_by_role("button", name=f"Act on {spammer.public_id}").click()
+    page.wait_for_selector(f"tbody.worker-row[data-worker='{spammer.public_id}'] .worker-state.excluded")
     newest = " ".join(page.locator("li.worker-action").first.inner_text().split())
     assert newest.startswith(f"Excluded from the audit: {spammer.public_id}") and "by researcher" in newest
     assert "Why: Answers before reading." in newest
 
-    row = page.locator(f"li.worker-row[data-worker='{spammer.public_id}']")
+    row = _row_opened(page, spammer.public_id)
     row.locator("select[name=action]").select_option("recollect")
     row.locator("input[name=reason]").fill("Spam after all.")
-    row.locator("button", has_text="Act").click()
+    row.get_by_role("button", name=f"Act on {spammer.public_id}").click()
     page.wait_for_selector(".recollect-confirmation")
     assert "The voids cannot be undone." in page.inner_text(".recollect-confirmation")
     page.screenshot(path=tmp_path / "recollect-confirm.png", full_page=True)
