@@ -31,6 +31,14 @@ from .campaigns import (
 )
 from .invariants import VIOLATIONS_NAMED, invariant_violations
 from .labels import EXPORT_COLUMNS, EXPORT_FIELDS, campaign_labels, label_export_rows
+from .prompts import (
+    PROMPT_ORDERS,
+    campaign_prompt,
+    campaign_prompts,
+    prompt_groups,
+    prompt_labels,
+    prompt_status,
+)
 from .workers import (
     LiveLeases,
     WorkerProgress,
@@ -50,6 +58,7 @@ __all__ = [
     "CAP_REACHED",
     "EXPORT_COLUMNS",
     "EXPORT_FIELDS",
+    "PROMPT_ORDERS",
     "VIOLATIONS_NAMED",
     "CampaignStopPlan",
     "LiveLeases",
@@ -65,6 +74,8 @@ __all__ = [
     "campaign_labels",
     "campaign_live_leases",
     "campaign_progress",
+    "campaign_prompt",
+    "campaign_prompts",
     "campaign_stop_plan",
     "campaign_worker",
     "campaign_workers",
@@ -75,6 +86,9 @@ __all__ = [
     "invitation_for_join",
     "invitations_of",
     "label_export_rows",
+    "prompt_groups",
+    "prompt_labels",
+    "prompt_status",
     "labels_left_under_cap",
     "lease_for_worker",
     "live_lease",
