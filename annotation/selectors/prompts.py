@@ -41,7 +41,7 @@ def campaign_prompts(
     *,
     campaign: Campaign,
     search: str = "",
-    group: str | None = None,
+    group: str = "",
     complete: bool | None = None,
     contested: bool | None = None,
     retired: bool | None = None,
@@ -60,14 +60,14 @@ def campaign_prompts(
       of answers, a free-text answer as stored;
     * ``contested``: its counted labels disagree (agreement below 1).
 
-    ``search`` matches the text or the imported id (any case); ``group`` is matched exactly (``""``: the
-    prompts without a group); None leaves a filter off. Filtering on agreement or sorting by it reads
+    ``search`` matches the text or the imported id (any case), ``group`` is matched exactly; empty
+    (or None for the others) leaves a filter off. Filtering on agreement or sorting by it reads
     every prompt's labels: one aggregate subquery per prompt, on the label's (prompt, worker) index.
     """
     prompts = Prompt.objects.filter(campaign=campaign)
     if search:
         prompts = prompts.filter(Q(text__icontains=search) | Q(external_id__icontains=search))
-    if group is not None:
+    if group:
         prompts = prompts.filter(group=group)
     if retired is not None:
         prompts = prompts.filter(retired_at__isnull=not retired)
@@ -79,7 +79,7 @@ def campaign_prompts(
         else _count_of(Slot.objects.filter(prompt=OuterRef("pk")), "prompt")
     )
     prompts = prompts.annotate(
-        labels_wanted=wanted,
+        labels_wanted=Case(When(is_control=True, then=Value(None)), default=wanted, output_field=IntegerField()),
         mode_labels=Coalesce(Subquery(mode, output_field=IntegerField()), 0),
         open_slots=Exists(Slot.objects.filter(prompt=OuterRef("pk"), filled=False)),
     ).annotate(

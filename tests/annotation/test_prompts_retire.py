@@ -185,7 +185,7 @@ def test_the_list_filters(listed):
 
     assert find() == ["p0", "p1", "p2", "p3"]
     assert find(search="ZEBRA") == ["p1"] and find(search="p3") == ["p3"]
-    assert find(group="a") == ["p0", "p1"] and find(group="") == []
+    assert find(group="a") == ["p0", "p1"] and find(group="c") == []
     assert find(retired=True) == ["p2"] and find(retired=False) == ["p0", "p1", "p3"]
     assert find(complete=True) == ["p0", "p1"] and find(complete=False) == ["p2", "p3"]
     assert find(contested=True) == ["p1"] and find(contested=False) == ["p0", "p2", "p3"]
