@@ -47,7 +47,7 @@ class PromptPagination(PageNumberPagination):
     max_page_size = 1000
 
 
-class PromptOutput(serializers.Serializer):
+class CampaignPromptOutput(serializers.Serializer):
     id = serializers.IntegerField(help_text="The prompt's id in Chorus (the paths' prompt_id).")
     external_id = serializers.CharField(help_text="Its id in the imported file.")
     text = serializers.CharField()
@@ -89,7 +89,7 @@ class PromptLabelOutput(serializers.Serializer):
     void_reason = serializers.CharField(allow_blank=True)
 
 
-class PromptDetailOutput(PromptOutput):
+class CampaignPromptDetailOutput(CampaignPromptOutput):
     options = serializers.JSONField(help_text="Per-option schemas: the prompt's answer options.")
     labels = PromptLabelOutput(
         many=True, source="labels_given", help_text="Every label given, void ones included, oldest first."
@@ -99,24 +99,26 @@ class PromptDetailOutput(PromptOutput):
 class PromptListMixin:
     """``GET`` on the prompts' path; ``PromptImportApi`` (campaigns.py) adds the import (``POST``)."""
 
-    @extend_schema(parameters=[PromptFilters], responses={200: PromptOutput(many=True)})
+    pagination_class = PromptPagination
+
+    @extend_schema(parameters=[PromptFilters], responses={200: CampaignPromptOutput(many=True)})
     def get(self, request, slug: str):
         campaign = campaign_for_request(request, slug)
         filters = PromptFilters(data=request.query_params)
         filters.is_valid(raise_exception=True)
         prompts = selectors.campaign_prompts(campaign=campaign, **filters.validated_data)
-        paginator = PromptPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(prompts, request, view=self)
-        return paginator.get_paginated_response(PromptOutput(page, many=True).data)
+        return paginator.get_paginated_response(CampaignPromptOutput(page, many=True).data)
 
 
 class PromptDetailApi(APIView):
-    @extend_schema(responses={200: PromptDetailOutput})
+    @extend_schema(responses={200: CampaignPromptDetailOutput})
     def get(self, request, slug: str, prompt_id: int):
         campaign = campaign_for_request(request, slug)
         prompt = selectors.campaign_prompt(campaign=campaign, prompt_id=prompt_id)
         prompt.labels_given = selectors.prompt_labels(prompt=prompt)
-        return Response(PromptDetailOutput(prompt).data)
+        return Response(CampaignPromptDetailOutput(prompt).data)
 
 
 class PromptRetireApi(APIView):
