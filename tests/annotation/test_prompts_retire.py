@@ -3,8 +3,13 @@ back; a retired prompt is never served again (normal or control, a lease held be
 no labels (progress, the invariants), and the prompts list shows it. Also the prompts list's filters,
 sorting and agreement."""
 
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import OperationalError, connection
 
 from annotation import selectors, services
 from annotation.models import Activity, Campaign, Lease, Prompt, Slot
@@ -211,3 +216,75 @@ def test_a_prompt_with_its_labels_void_ones_included(listed):
     assert (shown.n_labels, shown.agreement) == (1, 1.0)
     labels = list(selectors.prompt_labels(prompt=contested))
     assert [label.voided_at is not None for label in labels] == [True, False]
+
+
+# --- concurrency ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retiring_while_workers_label_keeps_every_guarantee(make_campaign):
+    """Threads with their own connections label, abandon, skip, double-click, void and heartbeat while
+    another retires prompts without labels and brings some back: no retired prompt ever ends with a
+    counted label, exactly-k and never-twice hold, and a drain fills every prompt still in the campaign."""
+    from tests.annotation import test_concurrency
+    from tests.annotation.test_concurrency import (
+        assert_acks_match_labels,
+        assert_guarantees,
+        crowd,
+        drain,
+        merge,
+        run_clients,
+    )
+
+    campaign = make_campaign(60, k=3)
+    Campaign.objects.filter(pk=campaign.pk).update(lease_seconds=test_concurrency.LEASE_SECONDS)
+    n_clients, per_client = 5, 2
+    workers = crowd(n_clients * per_client)
+    everyone = [w.pk for w in workers]
+    specs = [
+        dict(
+            campaign_ids=[campaign.pk],
+            own_worker_ids=everyone[i * per_client : (i + 1) * per_client],
+            all_worker_ids=everyone,
+            seed=300 + i,
+        )
+        for i in range(n_clients)
+    ]
+    outcome = {"retired": 0, "refused": 0}
+
+    def retirer():
+        rng = random.Random(7)
+        try:
+            for _ in range(40):
+                unlabeled = list(Prompt.objects.filter(campaign=campaign, n_labels=0).values_list("pk", flat=True))
+                if not unlabeled:
+                    break
+                chosen = rng.sample(unlabeled, min(2, len(unlabeled)))
+                try:
+                    outcome["retired"] += len(prompts_retired_set(campaign=campaign, prompt_ids=chosen).changed)
+                except ValidationError:  # a label won the race: all or nothing, so nothing changed
+                    outcome["refused"] += 1
+                except OperationalError as exc:  # SQLite's busy timeout, as the clients count it
+                    assert test_concurrency.sqlite_gave_up_waiting(exc), exc
+                if rng.random() < 0.3:
+                    retired = list(
+                        Prompt.objects.filter(campaign=campaign, retired_at__isnull=False).values_list("pk", flat=True)
+                    )
+                    if retired:
+                        prompts_retired_set(campaign=campaign, prompt_ids=[rng.choice(retired)], retired=False)
+                time.sleep(0.01)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        retiring = pool.submit(retirer)
+        acks, errors, counts = merge(run_clients(specs, cycles=60))
+        retiring.result()
+    assert errors == []
+    assert outcome["retired"] > 0
+    assert_guarantees(campaign, complete=False)
+    acks += drain(campaign, workers)
+    assert_guarantees(campaign, complete=True)
+    assert_acks_match_labels(acks)
+    retired = Prompt.objects.filter(campaign=campaign, retired_at__isnull=False)
+    assert retired.exists() and not retired.exclude(n_labels=0).exists()
