@@ -84,13 +84,13 @@ def prompts_retire(request, slug):
     back = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = reverse("campaign_prompts", args=[slug])
-    retired = request.POST.get("action") != "unretire"
+    retired = {"retire": True, "unretire": False}.get(request.POST.get("action", ""))
     try:
         ids = [int(value) for value in request.POST.getlist("prompts")]
     except ValueError:
         ids = []
-    if not ids:
-        messages.warning(request, "Tick the prompts first: nothing was changed.")
+    if not ids or retired is None:
+        messages.warning(request, "Tick the prompts, then retire them or bring them back: nothing was changed.")
         return redirect(back)
     try:
         result = services.prompts_retired_set(campaign=campaign, prompt_ids=ids, retired=retired)

@@ -47,6 +47,9 @@ def test_retiring_ticked_prompts_and_a_refusal(make_campaign, researcher):
     client = signed_in(researcher)
     url = reverse("prompts_retire", args=[campaign.slug])
     listing = reverse("campaign_prompts", args=[campaign.slug]) + "?retired=true"
+    for form in ({"action": "retire"}, {"prompts": free, "action": "delete"}, {"prompts": ["x"], "action": "retire"}):
+        nothing = client.post(url, {**form, "next": listing}, follow=True)
+        assert any(m.startswith("Tick the prompts") for m in messages_of(nothing)), form
     refused = client.post(url, {"prompts": [free[0], labeled.pk], "action": "retire", "next": listing}, follow=True)
     assert refused.redirect_chain[-1][0] == listing
     assert any("Nothing was changed" in m and "1 counted label" in m for m in messages_of(refused))
