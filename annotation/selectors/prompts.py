@@ -53,12 +53,12 @@ def campaign_prompts(
 
     * ``labels_wanted``: its k (adaptive k: its slot count, its own number of labels as decided so far);
       None for a control, which takes labels outside any k;
-    * ``complete``: not a control, not retired, and no open slot left (fixed k: its k labels; adaptive k:
-      the rule stopped it);
+    * ``open_slots``: whether a slot of it is open. ``complete`` (a filter, and ``prompt_status``) is: not
+      a control, not retired, and no open slot (fixed k: its k labels; adaptive k: the rule stopped it);
     * ``mode_labels`` and ``agreement``: how many of its counted labels share the most frequent value, and
       that share (None without labels). Values are compared whole and exactly: a per-option label's list
-      of answers, a free-text answer as stored;
-    * ``contested``: its counted labels disagree (agreement below 1).
+      of answers, a free-text answer as stored. ``contested`` (a filter) is: fewer than all of them
+      (agreement below 1).
 
     ``search`` matches the text or the imported id (any case), ``group`` is matched exactly; empty
     (or None for the others) leaves a filter off. Filtering on agreement or sorting by it reads
