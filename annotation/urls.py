@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 
 from annotation.services.campaigns import TRANSITIONS
-from annotation.views import controls, invitations, researcher, rules, worker, worker_actions
+from annotation.views import controls, invitations, prompts, researcher, rules, worker, worker_actions
 
 urlpatterns = [
     path("", researcher.home, name="home"),
@@ -21,6 +21,9 @@ urlpatterns = [
         name="collaborator_remove",
     ),
     path("campaigns/<slug:slug>/controls/", controls.controls_mark, name="controls_mark"),
+    path("campaigns/<slug:slug>/prompts/", prompts.prompts_list, name="campaign_prompts"),
+    path("campaigns/<slug:slug>/prompts/retire/", prompts.prompts_retire, name="prompts_retire"),
+    path("campaigns/<slug:slug>/prompts/<int:prompt_id>/", prompts.prompt_detail, name="campaign_prompt"),
     path("campaigns/<slug:slug>/rules/", rules.rule_add, name="quality_rule_add"),
     path(
         "campaigns/<slug:slug>/rules/<int:rule_id>/deactivate/", rules.rule_deactivate, name="quality_rule_deactivate"

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from annotation import selectors, services
 from annotation.api.exceptions import PayloadTooLarge
 from annotation.api.parsers import BoundedJSONParser, BoundedMultiPartParser
+from annotation.api.prompts import PromptListMixin
 from annotation.importing import upload_too_large_message
 from annotation.models import Campaign, Collaboration, ImportBatch
 from annotation.models.campaigns import MAX_ANCHOR_LENGTH, MAX_SCALE_POINTS
@@ -137,8 +138,9 @@ class CampaignProgressApi(APIView):
         return Response({**ProgressOutput(progress).data, **PaceOutput(pace).data})
 
 
-class PromptImportApi(APIView):
-    """Import prompts, all or nothing, exactly as the web upload does (``prompts_import``).
+class PromptImportApi(PromptListMixin, APIView):
+    """Import prompts, all or nothing, exactly as the web upload does (``prompts_import``); ``GET`` lists
+    them (``PromptListMixin``).
 
     Send either a multipart form with a CSV or JSONL ``file``, or a JSON list of rows
     (``[{"id": ..., "text": ..., "gold": ..., "group": ..., "options": [...], "control": false}, ...]``);

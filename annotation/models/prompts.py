@@ -42,6 +42,12 @@ class Prompt(models.Model):
         "k or in the benchmark's audit.",
     )
     n_labels = models.PositiveSmallIntegerField(default=0)
+    retired_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When an editor retired the prompt (it had no counted label): never served again and owed "
+        "no labels, its slots closed (``Slot.filled``); empty while it is in the campaign.",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["campaign", "external_id"], name="prompt_external_id_unique")]
@@ -63,6 +69,12 @@ class Slot(models.Model):
     costs the same for 10k prompts as for 1M, and a prompt leaves the pool with its last slot.
     ``rand`` is drawn once at creation; a request starts at a random point of it instead of
     sorting the table by random(). ``priority`` is the prompt's label count, for fill-first.
+
+    ``filled`` means closed to labels: a counted label fills the slot, or its prompt is retired
+    (``Prompt.retired_at``, ``services.prompts_retired_set``). Retiring closes a prompt's slots instead of
+    adding a condition to the pool's query, so every reader of open slots (assignment, progress, the
+    channels' "labels still needed", webhooks' completion) leaves a retired prompt out at no cost, and
+    the pool's partial indexes shrink rather than grow a join.
     """
 
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")

@@ -31,6 +31,14 @@ from .campaigns import (
 )
 from .invariants import VIOLATIONS_NAMED, invariant_violations
 from .labels import EXPORT_COLUMNS, EXPORT_FIELDS, campaign_labels, label_export_rows
+from .prompts import (
+    PROMPT_ORDERS,
+    campaign_prompt,
+    campaign_prompts,
+    prompt_groups,
+    prompt_labels,
+    prompt_status,
+)
 from .workers import (
     LiveLeases,
     WorkerProgress,
@@ -53,6 +61,7 @@ __all__ = [
     "CAP_REACHED",
     "EXPORT_COLUMNS",
     "EXPORT_FIELDS",
+    "PROMPT_ORDERS",
     "VIOLATIONS_NAMED",
     "CampaignStopPlan",
     "LiveLeases",
@@ -68,6 +77,8 @@ __all__ = [
     "campaign_labels",
     "campaign_live_leases",
     "campaign_progress",
+    "campaign_prompt",
+    "campaign_prompts",
     "campaign_stop_plan",
     "campaign_worker",
     "campaign_worker_by_pk",
@@ -80,6 +91,9 @@ __all__ = [
     "invitations_of",
     "label_export_rows",
     "label_correct",
+    "prompt_groups",
+    "prompt_labels",
+    "prompt_status",
     "labels_left_under_cap",
     "lease_for_worker",
     "live_lease",

@@ -35,10 +35,17 @@ def _never_leased_to(worker: Worker | None, slots: QuerySet[Slot], campaign: Cam
 
 
 def live_lease(*, campaign: Campaign, worker: Worker, now: datetime) -> Lease | None:
-    """The worker's lease in this campaign that is still running, with its prompt (at most one)."""
+    """The worker's lease in this campaign that is still running, with its prompt (at most one), unless
+    its prompt was retired since: that one is never shown again (a condition on the join already made)."""
     return (
         Lease.objects.select_related("prompt")
-        .filter(campaign=campaign, worker=worker, status=Lease.Status.ACTIVE, expires_at__gt=now)
+        .filter(
+            campaign=campaign,
+            worker=worker,
+            status=Lease.Status.ACTIVE,
+            expires_at__gt=now,
+            prompt__retired_at__isnull=True,
+        )
         .first()
     )
 

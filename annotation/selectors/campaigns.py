@@ -41,13 +41,14 @@ class Progress:
 
 def campaign_progress(*, campaign: Campaign) -> Progress:
     """The campaign's progress over its prompts that are not controls: a campaign is complete when each of
-    them has its labels. Controls (``services.controls``) take labels outside any k, so they are left out."""
-    totals = Prompt.objects.filter(campaign=campaign, is_control=False).aggregate(
+    them has its labels. Controls (``services.controls``) take labels outside any k, so they are left out,
+    and so are retired prompts (``services.prompts_retired_set``): they are owed no labels."""
+    totals = Prompt.objects.filter(campaign=campaign, is_control=False, retired_at__isnull=True).aggregate(
         n=Count("id"), labels=Sum("n_labels"), complete=Count("id", filter=Q(n_labels__gte=campaign.k))
     )
     if campaign.k_max is not None:
         # Adaptive k: a prompt is complete once it has no open slot (the rule stopped it), and the labels
-        # wanted are the slots so far. Controls have no slots.
+        # wanted are the slots so far. Controls have no slots; a retired prompt's are all closed (Slot.filled).
         open_prompts = Slot.objects.filter(campaign=campaign, filled=False).values("prompt_id").distinct().count()
         return Progress(
             n_prompts=totals["n"],
@@ -55,7 +56,7 @@ def campaign_progress(*, campaign: Campaign) -> Progress:
             labels=totals["labels"] or 0,
             prompts_complete=totals["n"] - open_prompts,
             k_max=campaign.k_max,
-            slots=Slot.objects.filter(campaign=campaign).count(),
+            slots=Slot.objects.filter(campaign=campaign, prompt__retired_at__isnull=True).count(),
         )
     return Progress(
         n_prompts=totals["n"], k=campaign.k, labels=totals["labels"] or 0, prompts_complete=totals["complete"]
@@ -166,7 +167,9 @@ def campaign_stop_plan(*, campaign: Campaign, reward: Decimal | None = None) -> 
         .annotate(n=Count("pk"))
         .order_by("n_labels")
     )
-    totals = Prompt.objects.filter(campaign=campaign, is_control=False).aggregate(n=Count("id"), labels=Sum("n_labels"))
+    totals = Prompt.objects.filter(campaign=campaign, is_control=False, retired_at__isnull=True).aggregate(
+        n=Count("id"), labels=Sum("n_labels")
+    )
     result = CampaignStopPlan(plan=plan, n_prompts=totals["n"], labels=totals["labels"] or 0, final_so_far=final_so_far)
     if reward is None or not result.n_prompts:
         return result

@@ -18,7 +18,8 @@ def invariant_violations(*, campaign: Campaign | None = None, acknowledged=(), c
 
     * exactly-k: a prompt has k slots (adaptive k: between k and ``k_max``) and no more counted labels
       than that, each filling one of its slots, the one its lease holds; with ``complete`` (the caller
-      knows every prompt must be full, e.g. after a drain), every slot filled. Exactly-k leaves controls
+      knows every prompt must be full, e.g. after a drain), every slot filled, but a retired prompt's (it is
+      owed no labels, and has no counted one: ``prompts_retired_set``). Exactly-k leaves controls
       out: a control prompt has no slots, its leases hold none and its labels fill none (and say so,
       ``Label.is_control``), while every other lease holds one of its own prompt's slots;
     * never twice: no (prompt, worker) twice among leases, nor among labels, void or not (so a prompt's
@@ -26,7 +27,8 @@ def invariant_violations(*, campaign: Campaign | None = None, acknowledged=(), c
       again); a label is its own lease's worker's, on its lease's prompt, and came before the lease ran out;
     * the counters equal what they count (they are what keeps the hot path fast, so they are checked here
       rather than recomputed there): ``Prompt.n_labels`` and ``Participation.n_labels`` against the counted
-      labels (controls' included), ``Slot.filled`` against the counted label filling the slot, an unfilled
+      labels (controls' included), ``Slot.filled`` against the counted label filling the slot (a retired
+      prompt's slots are all filled, that is closed, by no label), an unfilled
       slot's fill-first ``priority`` against its prompt's count, ``ImportBatch.n_prompts`` against the
       batch's prompts;
     * adaptive k, "its own final number": a prompt's slot count is k plus one per logged "extend"
@@ -65,9 +67,12 @@ def _exactly_k_per_prompt(scope: dict, *, complete: bool) -> list[str]:
     )
     off_k = Q(counted__gt=F("most")) | Q(n_slots__lt=F("campaign__k")) | Q(n_slots__gt=F("most"))
     if complete:
-        off_k |= Q(counted__lt=F("n_slots"))
+        off_k |= Q(counted__lt=F("n_slots"), retired_at__isnull=True)
     control_with_slots = Q(is_control=True, n_slots__gt=0)
-    wrong = per_prompt.filter(~Q(counted=F("n_labels")) | (Q(is_control=False) & off_k) | control_with_slots)
+    retired_with_labels = Q(retired_at__isnull=False, counted__gt=0)
+    wrong = per_prompt.filter(
+        ~Q(counted=F("n_labels")) | (Q(is_control=False) & off_k) | control_with_slots | retired_with_labels
+    )
     _name(
         violations,
         wrong.order_by("pk").values(
@@ -79,6 +84,7 @@ def _exactly_k_per_prompt(scope: dict, *, complete: bool) -> list[str]:
             "n_labels",
             "counted",
             "n_slots",
+            "retired_at",
         ),
         lambda row: _prompt_problems(row, complete=complete),
     )
@@ -200,12 +206,19 @@ def _counters(scope: dict) -> list[str]:
     slots = Slot.objects.filter(**scope)
     _name(
         violations,
-        slots.filter(filled=True, label__isnull=True)
+        slots.filter(filled=True, label__isnull=True, prompt__retired_at__isnull=True)
         .order_by("pk")
         .values("index", "prompt__external_id", "prompt__campaign__slug"),
         lambda row: [
             f"slot {row['index']} of {_prompt_name(row, 'prompt__')} is filled, but no counted label fills it"
         ],
+    )
+    _name(
+        violations,
+        slots.filter(filled=False, prompt__retired_at__isnull=False)
+        .order_by("pk")
+        .values("index", "prompt__external_id", "prompt__campaign__slug"),
+        lambda row: [f"slot {row['index']} of retired {_prompt_name(row, 'prompt__')} is open: it could be served"],
     )
     _name(
         violations,
@@ -381,7 +394,10 @@ def _prompt_problems(row: dict, *, complete: bool) -> list[str]:
     exactly_k = not row["is_control"]
     if exactly_k and n > most:
         problems.append(f"{name} has {n} counted labels, more than {'k' if k_max is None else 'k_max'} = {most}")
-    if exactly_k and complete and n < n_slots:
+    retired = row["retired_at"] is not None
+    if retired and n:
+        problems.append(f"retired {name} has {n} counted labels: only a prompt without labels is retired")
+    if exactly_k and complete and n < n_slots and not retired:
         problems.append(f"{name} has {n} counted labels for its {n_slots} slots: not complete")
     if n != row["n_labels"]:
         problems.append(f"{name}: its counter says {row['n_labels']} labels, {n} count")

@@ -178,7 +178,7 @@ def worker_progress(
     if others and (campaign.control_rate is not None or campaign.control_first):
         # A control is a prompt like any other to the worker (services.controls), served while other work
         # is left: counting the controls still unseen keeps "left" going down by one on every page.
-        unseen = Prompt.objects.filter(campaign=campaign, is_control=True).exclude(
+        unseen = Prompt.objects.filter(campaign=campaign, is_control=True, retired_at__isnull=True).exclude(
             pk__in=Lease.objects.filter(campaign=campaign, worker=worker).values("prompt_id")
         )
         others += unseen[: max(bound - 1 - others, 0)].count()

@@ -5,7 +5,7 @@ from .assignment import LabelAck, NothingLeft, label_submit, label_void, lease_a
 from .campaigns import campaign_copy, campaign_create, campaign_transition, campaign_update
 from .errors import CampaignStateError, LabelRefused, LeaseRefused, NotLeased, ServiceError
 from .invitations import Acceptance, InvitationTaken, invitation_accept, invitation_revoke, invitations_create
-from .prompts import import_remove, prompts_check, prompts_import
+from .prompts import Retirement, import_remove, prompts_check, prompts_import, prompts_retired_set
 from .sharing import campaign_share, campaign_unshare
 from .workers import worker_for_user, worker_get_or_create
 
@@ -18,6 +18,7 @@ __all__ = [
     "LeaseRefused",
     "NothingLeft",
     "NotLeased",
+    "Retirement",
     "ServiceError",
     "account_create",
     "api_token_get_or_create",
@@ -38,6 +39,7 @@ __all__ = [
     "lease_release",
     "prompts_check",
     "prompts_import",
+    "prompts_retired_set",
     "worker_for_user",
     "worker_get_or_create",
 ]

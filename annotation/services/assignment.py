@@ -31,6 +31,9 @@ from annotation.services.controls import control_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
 from audits.hook import audit_stats_invalidate, label_stats_add
 
+# What a worker hears of a prompt the researchers retired while it was on their screen.
+PROMPT_RETIRED_REASON = "The researchers withdrew this prompt from the campaign; ask for a new one."
+
 
 @dataclass(frozen=True)
 class NothingLeft:
@@ -78,8 +81,9 @@ def _candidates(campaign: Campaign, worker: Worker, now: datetime):
 def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
     """Lease the worker one prompt of the campaign, or say why there is none.
 
-    A worker holds at most one live lease per campaign: asking again (a reload, a double click)
-    returns the same lease. Locks the worker's Participation row for the whole transaction, so one
+    A worker holds at most one live lease per campaign on a prompt still in it: asking again (a reload,
+    a double click) returns the same lease; one on a prompt retired since (``prompts_retired_set``) is
+    passed over, and runs out unused. Locks the worker's Participation row for the whole transaction, so one
     worker's requests are serialised; candidate slots are locked with SKIP LOCKED, so concurrent
     workers do not wait on each other's candidates. It waits for a slot only when every open one is
     locked, holding no slot itself; that cannot deadlock, because the transactions that wait while
@@ -146,7 +150,8 @@ def lease_heartbeat(*, lease_id: int, worker: Worker, campaign_slug: str | None 
     with transaction.atomic(durable=True):
         lease = _locked_lease(lease_id, worker, campaign_slug)
         now = timezone.now()
-        live = lease.status == Lease.Status.ACTIVE and lease.expires_at > now
+        # A retired prompt's lease is not extended: its label would be refused.
+        live = lease.status == Lease.Status.ACTIVE and lease.expires_at > now and lease.prompt.retired_at is None
         if live and lease.campaign.status != Campaign.Status.LIVE:
             return lease
         lease.expires_at = now + timedelta(seconds=lease.campaign.lease_seconds)
@@ -248,7 +253,11 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
         participation = Participation.objects.select_for_update().get(campaign=campaign, worker=worker)
         if participation.blocked_at is not None:  # blocked while the prompt was on their screen (services.quality)
             raise LabelRefused(BLOCKED_REASON, code=BLOCKED)
-        Prompt.objects.filter(pk=prompt.pk).update(n_labels=F("n_labels") + 1)
+        # Conditional on the prompt not being retired (prompts_retired_set), under the prompt's lock: a
+        # retirement that committed first is seen here (PostgreSQL re-reads the row it waited for), one that
+        # comes after finds the count raised and refuses. The same query as counting, so the cost stays.
+        if not Prompt.objects.filter(pk=prompt.pk, retired_at__isnull=True).update(n_labels=F("n_labels") + 1):
+            raise LabelRefused(PROMPT_RETIRED_REASON, code="prompt_retired")
         # A control has no slot to fill (services.controls); whether a prompt is one cannot change once
         # it was leased (prompts_control_set), so the flag read with the lease holds.
         filled = prompt.is_control or (

@@ -90,7 +90,7 @@ def control_lease(
         return None
     seen = Lease.objects.filter(campaign=campaign, worker=worker).values("prompt_id")
     prompt = (
-        Prompt.objects.filter(campaign=campaign, is_control=True)
+        Prompt.objects.filter(campaign=campaign, is_control=True, retired_at__isnull=True)
         .exclude(pk__in=seen)
         .order_by("?")
         .select_for_update(no_key=True, skip_locked=True)
@@ -170,9 +170,16 @@ def prompts_control_set(*, campaign: Campaign, external_ids: list[str], control:
         if control:
             Slot.objects.filter(prompt__in=changed).delete()
         else:
+            # A retired prompt's slots are closed (Slot.filled), those it gets now too.
             Slot.objects.bulk_create(
-                Slot(campaign=campaign, prompt_id=pk, index=index, rand=random.random())
-                for pk in changed
+                Slot(
+                    campaign=campaign,
+                    prompt_id=prompt.pk,
+                    index=index,
+                    rand=random.random(),
+                    filled=prompt.retired_at is not None,
+                )
+                for prompt in to_change
                 for index in range(campaign.k)
             )
         if changed:

@@ -2,13 +2,17 @@
 
 import hashlib
 import random
+from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from annotation.importing import PromptFileError, PromptRow, parse_prompts
 from annotation.models import Campaign, ImportBatch, Label, Lease, Prompt, Slot
 from annotation.services.activity import activity_record
+from annotation.services.controls import MAX_IDS_AT_ONCE
 from annotation.services.errors import CampaignStateError
 
 BULK_BATCH = 2000
@@ -113,6 +117,83 @@ def import_remove(*, campaign: Campaign, batch: ImportBatch) -> None:
             summary=f"Removed the import of {batch.filename} ({batch.n_prompts} prompts)",
             detail={"filename": batch.filename, "n_prompts": batch.n_prompts, "sha256": batch.sha256},
         )
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """What :func:`prompts_retired_set` did: the prompt ids it changed, and those already as asked."""
+
+    changed: list[int]
+    unchanged: list[int]
+
+
+def prompts_retired_set(*, campaign: Campaign, prompt_ids: list[int], retired: bool = True) -> Retirement:
+    """Retire the campaign's prompts named by ``prompt_ids`` (their pks), or bring them back
+    (``retired=False``), all or none.
+
+    A retired prompt is never served again and is owed no labels: its slots are closed
+    (``Slot.filled``: the pool's queries and every count of open slots leave it out with no condition
+    of their own), a control is no longer drawn (``control_lease``), a label submitted for a lease
+    taken before is refused (``label_submit``), and the campaign's progress counts it out. Bringing it
+    back reopens its slots. It stays stored, with its leases, in the prompts list and its page.
+
+    Only a prompt without a counted label can be retired (a void label does not count): retiring must
+    not hide somebody's counted work from the audit. Refused with ``ValidationError`` on ``prompts``,
+    naming each id at fault and changing nothing: an id that is not one of the campaign's prompts, a
+    prompt with counted labels. Refused with ``CampaignStateError`` in a draft (its imports can be
+    removed whole instead, ``import_remove``) and in a closed campaign (its prompts stay as they
+    are). A prompt already as asked is left alone (idempotent).
+
+    Locks the prompts (FOR NO KEY UPDATE), then closes or opens their slots: ``label_submit`` takes the
+    prompt's lock to count a label (its counter's UPDATE, conditional on the prompt not being retired)
+    before it fills a slot, so a label and a retirement never both commit on one prompt. The same lock
+    order as label_submit's and label_void's (prompt, then slots); no lease is locked here.
+    """
+    ids = list(dict.fromkeys(prompt_ids))
+    if not ids:
+        raise ValidationError({"prompts": "Give the ids of the prompts, one or more."})
+    if len(ids) > MAX_IDS_AT_ONCE:
+        raise ValidationError({"prompts": f"{len(ids)} ids: change at most {MAX_IDS_AT_ONCE} prompts at a time."})
+    with transaction.atomic(durable=True):
+        campaign = Campaign.objects.get(pk=campaign.pk)
+        if campaign.launched_at is None:
+            raise CampaignStateError(
+                "This campaign was never launched: remove a whole import instead of retiring its prompts.",
+                code="not_launched",
+            )
+        if campaign.status == Campaign.Status.CLOSED:
+            raise CampaignStateError("The campaign is closed: its prompts stay as they are.", code="campaign_closed")
+        prompts = {
+            prompt.pk: prompt
+            for prompt in Prompt.objects.select_for_update(no_key=True)
+            .filter(campaign=campaign, pk__in=ids)
+            .order_by("pk")
+        }
+        errors = []
+        for pk in ids:
+            prompt = prompts.get(pk)
+            if prompt is None:
+                errors.append(f"{pk} is not a prompt of this campaign.")
+            elif retired and prompt.retired_at is None and prompt.n_labels:
+                errors.append(
+                    f"{pk} ({prompt.external_id!r}) has {prompt.n_labels} counted label"
+                    f"{'s' if prompt.n_labels != 1 else ''}: only a prompt without labels can be retired."
+                )
+        if errors:
+            raise ValidationError({"prompts": errors})
+        changed = [pk for pk in ids if (prompts[pk].retired_at is not None) != retired]
+        if changed:
+            Prompt.objects.filter(pk__in=changed).update(retired_at=timezone.now() if retired else None)
+            # A retired prompt has no counted label, so none of its slots is filled by one: all close, all reopen.
+            Slot.objects.filter(prompt_id__in=changed).update(filled=retired)
+            activity_record(
+                campaign=campaign,
+                verb="prompts.retired" if retired else "prompts.unretired",
+                summary=f"{len(changed)} prompt{'s' if len(changed) != 1 else ''} "
+                f"{'retired' if retired else 'brought back'}",
+                detail={"n_prompts": len(changed), "external_ids": [prompts[pk].external_id for pk in changed]},
+            )
+    return Retirement(changed=changed, unchanged=[pk for pk in ids if pk not in changed])
 
 
 def _parsed(*, campaign: Campaign, data: bytes, filename: str) -> list[PromptRow]:

@@ -297,7 +297,10 @@ def _campaign_completed(campaign: Campaign, cursor: WebhookCursor) -> int:
     cursor.completed_sent = complete  # a re-collection reopens it: it completes (and says so) again
     if not complete:
         return 0
-    data = {"prompts": campaign.prompts.filter(is_control=False).count(), "status": campaign.status}
+    data = {
+        "prompts": campaign.prompts.filter(is_control=False, retired_at__isnull=True).count(),
+        "status": campaign.status,
+    }
     return len(event_emit(campaign=campaign, event_type=Endpoint.Event.CAMPAIGN_COMPLETED, data=data))
 
 

@@ -161,6 +161,14 @@ def unseen_prompt(world) -> None:
     services.prompts_import(campaign=world["campaign"], data=rows, filename="fresh.jsonl")
 
 
+def a_prompt(world) -> None:
+    """The world's prompt p0, as ``W("prompt_id")``."""
+    world["kwargs"]["prompt_id"] = world["campaign"].prompts.get(external_id="p0").pk
+
+
+PROMPT = {"kwargs": {"prompt_id": W("prompt_id")}, "prepare": a_prompt}
+
+
 def worker_action(world) -> None:
     """A flag on the world's worker in its campaign, as ``W("action_id")``."""
     from annotation.services.quality import worker_act
@@ -335,7 +343,14 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/campaigns/<slug:slug>/close/": [managers("POST", 200, **API)],
     "api/v1/campaigns/<slug:slug>/progress/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/activity/": [managers("GET", 200, **API)],
-    "api/v1/campaigns/<slug:slug>/prompts/": [managers("POST", 201, data=[{"id": "new", "text": "New"}], **API)],
+    "api/v1/campaigns/<slug:slug>/prompts/": [
+        managers("GET", 200, **API),
+        managers("POST", 201, data=[{"id": "new", "text": "New"}], **API),
+    ],
+    "api/v1/campaigns/<slug:slug>/prompts/<int:prompt_id>/": [managers("GET", 200, **PROMPT, **API)],
+    # No such prompt: refused (400) once the permission check passed.
+    "api/v1/campaigns/<slug:slug>/prompts/retire/": [managers("POST", 400, data={"prompts": [999999]}, **API)],
+    "api/v1/campaigns/<slug:slug>/prompts/unretire/": [managers("POST", 400, data={"prompts": [999999]}, **API)],
     # Alpha is live, so its import stays (409); the draft's goes (204).
     "api/v1/campaigns/<slug:slug>/imports/": [managers("GET", 200, **API)],
     "api/v1/campaigns/<slug:slug>/imports/<int:import_id>/": [
@@ -487,6 +502,9 @@ TABLE: dict[str, list[Probe]] = {
     "campaigns/<slug:slug>/edit/": [managers("GET", 200), managers("POST", 200)],  # POST: the form again
     "campaigns/<slug:slug>/import/": [managers("POST", 400)],  # no file: the form's error page
     "campaigns/<slug:slug>/controls/": [managers("POST", 400)],  # no ids: the form's error page
+    "campaigns/<slug:slug>/prompts/": [managers("GET", 200)],
+    "campaigns/<slug:slug>/prompts/<int:prompt_id>/": [managers("GET", 200, **PROMPT)],
+    "campaigns/<slug:slug>/prompts/retire/": [managers("POST", 302)],  # no ids ticked: back to the list, said so
     # Removing an import asks first: a POST without confirm=remove (the matrix posts JSON) is the page again.
     "campaigns/<slug:slug>/imports/<int:import_id>/remove/": [
         managers("GET", 200),

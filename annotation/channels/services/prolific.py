@@ -162,7 +162,7 @@ def prolific_options_clean(*, campaign: Campaign, options: dict) -> dict:
     except (InvalidOperation, ValueError):
         errors["reward"] = "The reward per submission must be a positive amount with at most 2 decimals, e.g. 1.50."
         reward = None
-    n_prompts = campaign.prompts.filter(is_control=False).count()
+    n_prompts = campaign.prompts.filter(is_control=False, retired_at__isnull=True).count()
     lpp = options.get("labels_per_participant")
     if isinstance(lpp, bool) or not isinstance(lpp, int | str) or not str(lpp).strip().isdigit():
         errors["labels_per_participant"] = "labels_per_participant must be a whole number."
