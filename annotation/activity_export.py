@@ -1,13 +1,11 @@
 """The activity log as a CSV download, for the record kept with a study's labels."""
 
-import csv
 import json
 from collections.abc import Iterator
-from itertools import chain
 
 from django.http import StreamingHttpResponse
 
-from annotation.exporting import EchoLine, neutralise_cell
+from annotation.exporting import csv_response
 from annotation.models import Campaign
 from annotation.selectors import campaign_activity
 
@@ -26,11 +24,6 @@ def activity_rows(*, campaign: Campaign) -> Iterator[dict]:
 
 
 def activity_csv_response(*, campaign: Campaign) -> StreamingHttpResponse:
-    writer = csv.writer(EchoLine())
-    chunks = (
-        writer.writerow([neutralise_cell(row[field]) for field in ACTIVITY_FIELDS])
-        for row in activity_rows(campaign=campaign)
+    return csv_response(
+        activity_rows(campaign=campaign), fields=ACTIVITY_FIELDS, filename=f"{campaign.slug}-activity.csv"
     )
-    response = StreamingHttpResponse(chain([writer.writerow(ACTIVITY_FIELDS)], chunks), content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="{campaign.slug}-activity.csv"'
-    return response

@@ -76,11 +76,19 @@ class EchoLine:
         return line
 
 
-def csv_chunks(rows: Iterable[dict]) -> Iterator[str]:
+def csv_chunks(rows: Iterable[dict], fields=EXPORT_FIELDS) -> Iterator[str]:
+    """A CSV file's lines: the header ``fields``, then each row's cells, defused for spreadsheets."""
     writer = csv.writer(EchoLine())
-    yield writer.writerow(EXPORT_FIELDS)
+    yield writer.writerow(fields)
     for row in rows:
-        yield writer.writerow([neutralise_cell(row[field]) for field in EXPORT_FIELDS])
+        yield writer.writerow([neutralise_cell(row[field]) for field in fields])
+
+
+def csv_response(rows: Iterable[dict], *, fields, filename: str) -> StreamingHttpResponse:
+    """A CSV download streamed from ``rows`` (the activity log, the prompts list)."""
+    response = StreamingHttpResponse(csv_chunks(rows, fields), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
 
 
 def jsonl_chunks(rows: Iterable[dict]) -> Iterator[str]:

@@ -23,6 +23,7 @@ urlpatterns = [
     path("campaigns/<slug:slug>/controls/", controls.controls_mark, name="controls_mark"),
     path("campaigns/<slug:slug>/prompts/", prompts.prompts_list, name="campaign_prompts"),
     path("campaigns/<slug:slug>/prompts/retire/", prompts.prompts_retire, name="prompts_retire"),
+    path("campaigns/<slug:slug>/prompts.csv", prompts.prompts_export, name="campaign_prompts_export"),
     path("campaigns/<slug:slug>/prompts/<int:prompt_id>/", prompts.prompt_detail, name="campaign_prompt"),
     path("campaigns/<slug:slug>/rules/", rules.rule_add, name="quality_rule_add"),
     path(

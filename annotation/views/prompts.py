@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.http import HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -18,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation import selectors, services
 from annotation.api.prompts import PromptFilters
+from annotation.exporting import csv_response
 from annotation.models import Campaign
 from annotation.permissions import campaign_for_request
 
@@ -58,6 +60,53 @@ def prompts_list(request, slug):
         "may_retire": _may_retire(campaign),
     }
     return render(request, "annotation/prompts.html", context, status=400 if errors else 200)
+
+
+#: The prompts CSV's columns: every prompt, retired ones included (they are in no label export: they have
+#: no counted label), with where each stands.
+PROMPT_EXPORT_FIELDS = (
+    "id",
+    "text",
+    "group",
+    "gold",
+    "control",
+    "status",
+    "labels",
+    "labels_wanted",
+    "agreement",
+    "retired",
+    "retired_at",
+)
+
+
+def _export_rows(prompts):
+    for prompt in prompts.iterator(chunk_size=2000):
+        yield {
+            "id": prompt.external_id,
+            "text": prompt.text,
+            "group": prompt.group,
+            "gold": prompt.gold,
+            "control": prompt.is_control,
+            "status": selectors.prompt_status(prompt),
+            "labels": prompt.n_labels,
+            "labels_wanted": prompt.labels_wanted,
+            "agreement": prompt.agreement,
+            "retired": prompt.retired_at is not None,
+            "retired_at": prompt.retired_at.isoformat() if prompt.retired_at else "",
+        }
+
+
+@login_required
+@require_GET
+def prompts_export(request, slug):
+    """The prompts list as CSV, with the page's filters and order."""
+    campaign = campaign_for_request(request, slug)
+    filters = PromptFilters(data=request.GET)
+    filters.is_valid(raise_exception=False)
+    if filters.errors:
+        return HttpResponseBadRequest("; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in filters.errors.items()))
+    prompts = selectors.campaign_prompts(campaign=campaign, **filters.validated_data)
+    return csv_response(_export_rows(prompts), fields=PROMPT_EXPORT_FIELDS, filename=f"{campaign.slug}-prompts.csv")
 
 
 @login_required

@@ -2,6 +2,9 @@
 bringing back ticked prompts (a refusal changes nothing and says why), a viewer reads and cannot retire,
 and the campaign page links to the list."""
 
+import csv
+import io
+
 import pytest
 from django.urls import reverse
 
@@ -119,3 +122,17 @@ def test_a_prompt_without_labels_is_retired_from_its_page(make_campaign, researc
         reverse("prompts_retire", args=[campaign.slug]), {"prompts": [pk], "action": "retire", "next": url}, follow=True
     )
     assert done.context["status"] == "retired" and "Bring it back" in done.content.decode()
+
+
+def test_the_prompts_csv_lists_retired_prompts_with_a_column_saying_so(researcher_client, make_campaign):
+    campaign = make_campaign(3)
+    retired = campaign.prompts.get(external_id="p1")
+    services.prompts_retired_set(campaign=campaign, prompt_ids=[retired.pk], retired=True)
+    response = researcher_client.get(f"/campaigns/{campaign.slug}/prompts.csv")
+    assert response.status_code == 200 and response["Content-Type"] == "text/csv"
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [r["id"] for r in rows] == ["p0", "p1", "p2"]
+    assert {r["id"]: r["retired"] for r in rows} == {"p0": "False", "p1": "True", "p2": "False"}
+    assert {r["id"]: r["status"] for r in rows}["p1"] == "retired"
+    only = researcher_client.get(f"/campaigns/{campaign.slug}/prompts.csv?retired=true")
+    assert [r["id"] for r in csv.DictReader(io.StringIO(b"".join(only.streaming_content).decode()))] == ["p1"]
