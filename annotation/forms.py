@@ -80,6 +80,7 @@ class CampaignForm(forms.ModelForm):
             "binarization",
             "answer_min_length",
             "answer_max_length",
+            "clustering_protocol",
             "k",
             "k_max",
             "stop_confidence",
