@@ -26,7 +26,9 @@ NOTE = "single annotator, no agreement measured"
 
 
 @pytest.mark.parametrize("viewport", [(1280, 800), (390, 844)], ids=["laptop", "phone"])
-def test_a_solo_researcher_clusters_a_prompt_and_reads_the_scores(live_server, new_page, researcher, viewport):
+def test_a_solo_researcher_clusters_a_prompt_and_reads_the_scores(
+    live_server, new_page, researcher, viewport, tmp_path
+):
     campaign = free_text_campaign(researcher, QUESTIONS)
     assert campaign.clustering_protocol == Campaign.ClusteringProtocol.DOUBLE_BLIND
     ranked = json.dumps({"q1": ["coffee", "tea"], "q2": ["dog"]}).encode()
@@ -70,18 +72,22 @@ def test_a_solo_researcher_clusters_a_prompt_and_reads_the_scores(live_server, n
     assert (final.role, final.version, final.author) == ("adjudicated", 1, researcher)
     assert sorted(set(final.assignment.values())) == ["coffee", "tea"]
     assert [values[pk] for pk in final.invalid] == ["asdf"]
+    assert page.inner_text('#history li[data-version="1"]').startswith("Final by researcher v1")
     assert "current" in page.inner_text('#history li[data-version="1"]')
+    page.screenshot(path=tmp_path / "workspace.png", full_page=True)
     assert Activity.objects.filter(campaign=campaign, verb="clustering.saved").count() == 1
 
     # The answers page: q1 clustered (final), its numbers from the saved clustering; q2 not yet.
     page.goto(f"{base}/audits/{campaign.slug}/answers/")
     q1 = page.locator('#answers-table tr[data-prompt="q1"]')
-    expect(q1).to_contain_text("researcher (v1)")
+    expect(q1.locator("td").nth(1)).to_have_text("researcher")  # clustered by
+    expect(q1.locator("td").nth(2)).to_have_text("yes (v1)")  # final
     assert "not clustered yet" not in q1.inner_text() and "(proposed)" not in q1.inner_text()
     assert q1.locator("td").nth(5).inner_text().strip() == "2"  # clusters (top share: coffee 3 of 5)
     expect(page.locator('#answers-table tr[data-prompt="q2"]')).to_contain_text("not clustered yet")
     expect(page.locator("#answers-summary")).to_contain_text(f"1 clustered (final; {NOTE})")
     assert no_horizontal_scroll(page)
+    page.screenshot(path=tmp_path / "answers.png", full_page=True)
 
     # The systems page scores the system against that clustering, and says no agreement was measured.
     page.goto(f"{base}/audits/{campaign.slug}/systems/")
@@ -92,6 +98,7 @@ def test_a_solo_researcher_clusters_a_prompt_and_reads_the_scores(live_server, n
     expect(row.locator(".score")).to_have_text(f"{score:.3f}")
     expect(page.locator("#agreement-note")).to_have_text(NOTE)
     assert no_horizontal_scroll(page)
+    page.screenshot(path=tmp_path / "systems.png", full_page=True)
 
     page.goto(f"{base}/audits/{campaign.slug}/card/")
     expect(page.locator('[data-field="clustering"]')).to_contain_text(NOTE)

@@ -157,6 +157,16 @@ def test_the_pages_follow_the_protocol_and_a_save_flashes_saved(world):
     client = signed_in(alice)
     page = client.get(f"/audits/{campaign.slug}/answers/").content.decode()
     assert "Clustering protocol: double-blind." in page and '<th scope="col">adjudicated</th>' in page
+    # Double-blind, the reported bug: the saved clustering's author saw "not clustered yet" beside their name.
+    dog, cat = Label.objects.filter(prompt__external_id="q2").order_by("id").values_list("id", flat=True)
+    body = {"role": "independent", "baseVersion": 0, "assignment": {str(dog): "dog", str(cat): "cat"}}
+    saved = client.post(f"/audits/{campaign.slug}/answers/q2/save/", json.dumps(body), content_type="application/json")
+    assert saved.json() == {"version": 1, "clusters": 2}
+    row = client.get(f"/audits/{campaign.slug}/answers/").content.decode().split('data-prompt="q2"')[1]
+    row = row.split("</tr>")[0]
+    assert "<td>alice</td>" in row and "(yours)" in row and "not clustered yet" not in row
+    row = signed_in(bob).get(f"/audits/{campaign.slug}/answers/").content.decode().split('data-prompt="q2"')[1]
+    assert "numbers once adjudicated" in row.split("</tr>")[0]  # the blind holds for Bob
     campaign_update(campaign=campaign, clustering_protocol=SINGLE)
     workspace = client.get(f"/audits/{campaign.slug}/answers/q1/").content.decode()
     assert "Clustering protocol <strong>single</strong>" in workspace
@@ -169,4 +179,4 @@ def test_the_pages_follow_the_protocol_and_a_save_flashes_saved(world):
     assert "Saved as version 1 (1 clusters). It is this prompt&#x27;s final clustering." in page
     assert "Clustering protocol: single." in page and "single annotator, no agreement measured" in page
     row = page.split('data-prompt="q1"')[1].split("</tr>")[0]
-    assert "not clustered yet" not in row and "alice (v1)" in row
+    assert "not clustered yet" not in row and "<td>alice</td>" in row and "yes (v1)" in row
