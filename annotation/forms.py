@@ -65,6 +65,14 @@ class CampaignForm(forms.ModelForm):
         help_text="Which ratings count as 1 and which as 0 in the noise audit, e.g. 1=0, 2=0, 3=1, 4=1. "
         "A rating left out (such as a middle point) is left out of the audit.",
     )
+    # Not required: the forms of other schemas (and older pages) leave it out, which keeps the default.
+    clustering_protocol = forms.TypedChoiceField(
+        choices=Campaign.ClusteringProtocol.choices,
+        required=False,
+        empty_value=Campaign.ClusteringProtocol.DOUBLE_BLIND,
+        label="Clustering protocol (free text)",
+        help_text=Campaign._meta.get_field("clustering_protocol").help_text,
+    )
 
     class Meta:
         model = Campaign
@@ -80,6 +88,7 @@ class CampaignForm(forms.ModelForm):
             "binarization",
             "answer_min_length",
             "answer_max_length",
+            "clustering_protocol",
             "k",
             "k_max",
             "stop_confidence",

@@ -34,6 +34,10 @@ class Campaign(models.Model):
         OPTION_RATING = "option_rating", "Rate each answer option"
         FREE_TEXT = "free_text", "Free text"
 
+    class ClusteringProtocol(models.TextChoices):
+        DOUBLE_BLIND = "double_blind", "Double-blind: two independent clusterings, then an adjudicator"
+        SINGLE = "single", "Single: one researcher's saved clustering is final"
+
     class Policy(models.TextChoices):
         RANDOM = "random", "Random among eligible prompts"
         FILL_FIRST = "fill_first", "Fill nearly complete prompts first"
@@ -72,6 +76,15 @@ class Campaign(models.Model):
         default=60,
         validators=[MinValueValidator(1), MaxValueValidator(MAX_ANSWER_LENGTH)],
         help_text=f"Free text: the most characters of an answer (at most {MAX_ANSWER_LENGTH}).",
+    )
+    clustering_protocol = models.CharField(
+        "clustering protocol (free text)",
+        max_length=12,
+        choices=ClusteringProtocol.choices,
+        default=ClusteringProtocol.DOUBLE_BLIND,
+        help_text="Free text: how a prompt's answer clusters become final, which the systems are scored against. "
+        "double_blind (ProtoQA's): two researchers cluster independently and a third adjudicates; "
+        "single: one researcher's saved clustering is final (no agreement is measured). Other schemas: double_blind.",
     )
 
     k = models.PositiveSmallIntegerField(
@@ -121,6 +134,8 @@ class Campaign(models.Model):
 
     def clean(self):
         """One place for the schema rules, so the web form, the API and services agree."""
+        if self.schema != self.Schema.FREE_TEXT:  # only answers are clustered
+            self.clustering_protocol = self.ClusteringProtocol.DOUBLE_BLIND
         if self.scale_min is not None and self.scale_max is not None and self.scale_min >= self.scale_max:
             raise ValidationError({"scale_max": "The highest value must be above the lowest."})
         if (

@@ -32,6 +32,7 @@ EDITABLE_FIELDS = {
     "stop_confidence",
     "answer_min_length",
     "answer_max_length",
+    "clustering_protocol",
 }
 # The slots of imported prompts were cut for this k and this schema: changing them later would
 # break exactly-k or make imported gold values meaningless; and a stated stopping rule must hold

@@ -2,7 +2,8 @@
 (``audits.views.clustering``) shows and saves, and the ProtoQA JSONL export.
 
 The versions listed are those the user may see (double-blind, ``visible_clusterings``). A save goes
-through ``clustering_save`` with its rules: ProtoQA's roles, and a save based on anything but the
+through ``clustering_save`` with its rules: ProtoQA's roles (under the campaign's single clustering
+protocol, every save takes the role adjudicated and is final), and a save based on anything but the
 lane's current version is refused with 409 ``stale_version`` (nothing saved; reload and redo). Other
 refusals are 400s. Managers only (``campaign_for_request``: 404 for anyone else; 403 for a viewer's
 POST).
@@ -16,7 +17,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.models import Prompt
+from annotation.models import Campaign, Prompt
 from annotation.permissions import campaign_for_request
 from audits.models import AnswerClustering
 from audits.selectors import clustering as selectors
@@ -58,7 +59,10 @@ class Answer(serializers.Serializer):
 
 
 class ClusteringsOutput(serializers.Serializer):
-    role = serializers.ChoiceField(choices=Role.choices, help_text="The role your saves take on this prompt.")
+    role = serializers.ChoiceField(
+        choices=Role.choices,
+        help_text="The role your saves take on this prompt (always adjudicated under the single clustering protocol).",
+    )
     base_version = serializers.IntegerField(help_text="Your lane's current version (0: none): send it with a save.")
     answers = Answer(many=True)
     versions = VersionOutput(many=True, help_text="Every version you may see, oldest first.")
@@ -180,7 +184,7 @@ class ClusteringProposeApi(APIView):
 
 
 class AnswersExportApi(APIView):
-    """The adjudicated clusterings in ProtoQA's crowdsourced JSONL format (the answers page's export)."""
+    """The final clusterings in ProtoQA's crowdsourced JSONL format (the answers page's export)."""
 
     @extend_schema(responses={(200, "application/jsonl"): OpenApiResponse(OpenApiTypes.STR)})
     def get(self, request, slug: str):
@@ -201,12 +205,21 @@ class OverviewRowOutput(serializers.Serializer):
     prompt = serializers.CharField(source="prompt.external_id")
     n_answers = serializers.IntegerField()
     n_distinct = serializers.IntegerField(help_text="Distinct answers as typed.")
-    adjudicated = serializers.SerializerMethodField(help_text="Whether a final (adjudicated) clustering exists.")
+    adjudicated = serializers.SerializerMethodField(help_text="Whether an adjudicated clustering exists.")
+    final = serializers.SerializerMethodField(
+        help_text="Whether the prompt's clustering is final, so its systems are scored: adjudicated, or under the "
+        "single clustering protocol saved by a researcher."
+    )
     agreement = serializers.JSONField(
         allow_null=True, help_text="The two independent clusterings' BLANC and adjusted Rand index, once both exist."
     )
-    noise = NoiseOutput(allow_null=True, help_text="From the final clustering, else Chorus's proposal.")
-    noise_source = serializers.CharField(help_text='"final", "proposal", or "" (no clustering yet).')
+    noise = NoiseOutput(
+        allow_null=True, help_text="From the final clustering, else your own independent one, else Chorus's proposal."
+    )
+    noise_source = serializers.CharField(
+        help_text='"final", "yours" (your independent clustering, not final yet), "proposal", '
+        'or "" (no clustering yet).'
+    )
     passes_filter = serializers.BooleanField(
         allow_null=True, help_text="ProtoQA's quality filter: the top 8 clusters hold at least 85 % of the answers."
     )
@@ -214,10 +227,19 @@ class OverviewRowOutput(serializers.Serializer):
     def get_adjudicated(self, row) -> bool:
         return row.clusterings.adjudicated is not None
 
+    def get_final(self, row) -> bool:
+        return row.clusterings.final is not None
+
 
 class OverviewOutput(serializers.Serializer):
     rows = OverviewRowOutput(many=True)
+    clustering_protocol = serializers.ChoiceField(
+        choices=Campaign.ClusteringProtocol.choices,
+        help_text="The campaign's: double_blind (two independent clusterings, then adjudication) or single (a "
+        "researcher's save is final; no agreement is measured).",
+    )
     n_adjudicated = serializers.IntegerField()
+    n_final = serializers.IntegerField(help_text="Prompts whose clustering is final (see a row's final).")
     mean_blanc = serializers.FloatField(allow_null=True)
     mean_adjusted_rand = serializers.FloatField(allow_null=True)
     summary = serializers.SerializerMethodField(
@@ -252,7 +274,7 @@ class AnswersOverviewApi(APIView):
     )
     def get(self, request, slug: str):
         campaign = campaign_for_request(request, slug)
-        return Response(OverviewOutput(selectors.answers_overview(campaign=campaign)).data)
+        return Response(OverviewOutput(selectors.answers_overview(campaign=campaign, user=request.user)).data)
 
     @extend_schema(request=None, responses={200: ProposedOutput}, summary="Propose clusters for every prompt")
     def post(self, request, slug: str):

@@ -28,7 +28,7 @@ from audits.engine.systems import per_rater_scores
 from audits.engine.variance import resolution, variance_components
 from audits.models import BootstrapRun, System
 from audits.selectors.full import campaign_label_matrix
-from audits.selectors.systems import leaderboard
+from audits.selectors.systems import SINGLE_ANNOTATOR, leaderboard
 
 INSTRUMENT_NOTE = (
     "The instrument is the procedure: schema, scale, instructions, k rule, worker pool and filters. "
@@ -67,6 +67,17 @@ def _scale(campaign: Campaign) -> dict:
     return {"text": text, "anchors": anchors, "binarization": dict(campaign.binarization or {})}
 
 
+def _clustering(campaign: Campaign) -> dict | None:
+    """Free text: how its answer clusters became final (the campaign's clustering protocol)."""
+    if campaign.schema != Campaign.Schema.FREE_TEXT:
+        return None
+    if campaign.clustering_protocol == Campaign.ClusteringProtocol.SINGLE:
+        text = f"one researcher's saved clustering of a prompt is final ({SINGLE_ANNOTATOR})"
+    else:
+        text = "two researchers cluster each prompt independently, a third adjudicates (agreement: BLANC)"
+    return {"protocol": campaign.clustering_protocol, "text": text}
+
+
 def _procedure(campaign: Campaign) -> dict:
     prompts = Prompt.objects.filter(campaign=campaign).aggregate(
         prompts=Count("pk", filter=Q(is_control=False)), controls=Count("pk", filter=Q(is_control=True))
@@ -97,6 +108,7 @@ def _procedure(campaign: Campaign) -> dict:
         "schema": campaign.schema,
         "schema_name": campaign.get_schema_display(),
         "scale": _scale(campaign),
+        "clustering": _clustering(campaign),
         "k": campaign.k,
         "k_max": campaign.k_max,
         "k_rule": campaign.k_rule,

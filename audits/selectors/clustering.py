@@ -2,9 +2,12 @@
 clusterings' current versions, what a researcher may see of them, the agreement of the two independent
 clusterings, the free-text noise of the final ones, and the campaign's export in ProtoQA's format.
 
-Double-blind: until both independent clusterings of a prompt are saved, a researcher sees only the
+A campaign's ``clustering_protocol`` says when a prompt's clustering is final. Double-blind
+(ProtoQA's): until both independent clusterings of a prompt are saved, a researcher sees only the
 proposal and their own; after that (which is when adjudication may start) everyone who manages the
-campaign sees both. Every number comes from ``audits.engine.clustering``.
+campaign sees both; the adjudicated clustering is final. Single: a researcher's save is final at once
+(saved in the adjudicated lane, which every researcher of the campaign shares), nothing is blind and
+no agreement is measured. Every number comes from ``audits.engine.clustering``.
 """
 
 from collections import Counter, defaultdict
@@ -18,6 +21,7 @@ from audits.engine import clustering as engine
 from audits.models import AnswerClustering
 
 Role = AnswerClustering.Role
+Protocol = Campaign.ClusteringProtocol
 # The agreement numbers need both independent clusterings; more researchers cluster no prompt.
 INDEPENDENT_CLUSTERERS = 2
 
@@ -61,12 +65,21 @@ class PromptClusterings:
 
     proposal: AnswerClustering | None = None
     independent: dict = field(default_factory=dict)  # author id → latest independent version
-    adjudicated: AnswerClustering | None = None  # the final clustering: the latest adjudicated version
+    adjudicated: AnswerClustering | None = None  # the latest adjudicated version
     history: list = field(default_factory=list)  # every version, oldest first
+    single: bool = False  # the campaign's clustering protocol is single
 
     @property
     def both_independent(self) -> bool:
         return len(self.independent) >= INDEPENDENT_CLUSTERERS
+
+    @property
+    def final(self) -> AnswerClustering | None:
+        """The clustering the noise numbers and the systems' scores take: the adjudicated one; under the
+        single protocol, else the latest independent one (saved before the campaign switched to it)."""
+        if self.adjudicated is not None or not self.single or not self.independent:
+            return self.adjudicated
+        return max(self.independent.values(), key=lambda c: c.pk)
 
     def lane(self, *, role: str, author_id) -> AnswerClustering | None:
         """The current version a new save by ``author_id`` as ``role`` must be based on. Proposals and
@@ -79,8 +92,12 @@ class PromptClusterings:
         return self.independent.get(author_id)
 
 
-def _collect(rows) -> dict[int, PromptClusterings]:
-    by_prompt: dict[int, PromptClusterings] = defaultdict(PromptClusterings)
+def _single(campaign: Campaign) -> bool:
+    return campaign.clustering_protocol == Protocol.SINGLE
+
+
+def _collect(rows, *, single: bool) -> dict[int, PromptClusterings]:
+    by_prompt: dict[int, PromptClusterings] = defaultdict(lambda: PromptClusterings(single=single))
     for row in rows:  # ordered by id: later rows are later versions
         current = by_prompt[row.prompt_id]
         current.history.append(row)
@@ -95,15 +112,16 @@ def _collect(rows) -> dict[int, PromptClusterings]:
 
 def prompt_clusterings(*, prompt: Prompt) -> PromptClusterings:
     rows = AnswerClustering.objects.filter(prompt=prompt).select_related("author").order_by("id")
-    return _collect(rows)[prompt.pk]
+    return _collect(rows, single=_single(prompt.campaign))[prompt.pk]
 
 
 def visible_clusterings(*, clusterings: PromptClusterings, user) -> dict:
     """What ``user`` may see (double-blind): ``{"proposal", "mine", "others", "adjudicated", "history"}``.
     ``others`` (the other independent clusterings) and the history of other researchers' independent
-    versions stay hidden until both independent clusterings are saved."""
+    versions stay hidden until both independent clusterings are saved; under the single protocol
+    nothing is hidden."""
     mine = clusterings.independent.get(user.pk)
-    open_ = clusterings.both_independent
+    open_ = clusterings.both_independent or clusterings.single
     others = [c for a, c in clusterings.independent.items() if a != user.pk] if open_ else []
     history = [
         c
@@ -122,7 +140,10 @@ def visible_clusterings(*, clusterings: PromptClusterings, user) -> dict:
 def workspace_role(*, clusterings: PromptClusterings, user) -> str:
     """The role ``user``'s saves take on this prompt: independent for its independent clusterers and,
     until there are two, for anyone; adjudicated for anyone else once both are saved (or for the
-    author of an adjudicated version, e.g. imported expert clusters)."""
+    author of an adjudicated version, e.g. imported expert clusters). Under the single protocol,
+    adjudicated for everyone: a save is final."""
+    if clusterings.single:
+        return Role.ADJUDICATED
     if user.pk in clusterings.independent:
         return Role.INDEPENDENT
     if clusterings.both_independent:
@@ -142,8 +163,8 @@ def cluster_labels(clustering: AnswerClustering, label_ids) -> list:
 def agreement(*, clusterings: PromptClusterings, label_ids) -> dict | None:
     """BLANC and the adjusted Rand index of the two independent clusterings (their current versions),
     over the answers both cover (each invalid answer its own cluster, the engine's default); None until
-    both are saved."""
-    if not clusterings.both_independent:
+    both are saved, and under the single protocol (one annotator: no agreement is measured)."""
+    if clusterings.single or not clusterings.both_independent:
         return None
     first, second = sorted(clusterings.independent.values(), key=lambda c: c.pk)[:INDEPENDENT_CLUSTERERS]
     covered = [pk for pk in label_ids if _covers(first, pk) and _covers(second, pk)]
@@ -203,18 +224,20 @@ def clustering_version(*, campaign: Campaign) -> tuple[int, int]:
 
 
 def _campaign_clusterings(campaign: Campaign) -> dict[int, PromptClusterings]:
-    return _collect(AnswerClustering.objects.filter(campaign=campaign).select_related("author").order_by("id"))
+    rows = AnswerClustering.objects.filter(campaign=campaign).select_related("author").order_by("id")
+    return _collect(rows, single=_single(campaign))
 
 
 def clusters_export(*, campaign: Campaign) -> list[dict]:
-    """The campaign's adjudicated clusterings in ProtoQA's crowdsourced JSONL format, one dict per
+    """The campaign's final clusterings (``PromptClusterings.final``) in ProtoQA's crowdsourced JSONL
+    format, one dict per
     prompt that has one (its external id as ``metadata.id``), so ProtoQA's offline scorer reads them.
     ``answers.raw`` counts every counted answer string, invalid ones included, as ProtoQA's does."""
     answers = _campaign_answers(campaign)
     rows = []
     clusterings = _campaign_clusterings(campaign)
     for prompt in Prompt.objects.filter(campaign=campaign, pk__in=list(clusterings)).order_by("id"):
-        final = clusterings[prompt.pk].adjudicated
+        final = clusterings[prompt.pk].final
         if final is None:
             continue
         mine = answers.get(prompt.pk, [])
@@ -240,23 +263,27 @@ class OverviewRow:
     n_distinct: int
     clusterings: PromptClusterings
     agreement: dict | None
-    noise: engine.AnswerNoise | None  # from the final clustering, else the proposal
-    noise_source: str  # "final", "proposal" or ""
+    noise: engine.AnswerNoise | None  # from the final clustering, else the user's own, else the proposal
+    noise_source: str  # "final", "yours", "proposal" or ""
     passes_filter: bool | None
 
 
-def answers_overview(*, campaign: Campaign, most_divided: int = 5) -> dict:
+def answers_overview(*, campaign: Campaign, user=None, most_divided: int = 5) -> dict:
     """The answers page: a row per prompt (status, counts, agreement, noise from the final clustering,
-    else the proposal, and ProtoQA's quality filter: top 8 clusters hold ≥ 85 % of clustered answers),
-    the campaign's noise summary and its most divided prompts. Independent clusterings enter only
-    through the agreement, which needs both: the page keeps the double-blind."""
+    else ``user``'s own independent clustering, else the proposal, and ProtoQA's quality filter: top 8
+    clusters hold ≥ 85 % of clustered answers), the campaign's noise summary and its most divided
+    prompts. Other researchers' independent clusterings enter only through the agreement, which needs
+    both: the page keeps the double-blind."""
     answers = _campaign_answers(campaign)
     clusterings = _campaign_clusterings(campaign)
+    single = _single(campaign)
     rows, per_prompt = [], {}
     for prompt in Prompt.objects.filter(campaign=campaign, is_control=False).order_by("id"):
         mine = answers.get(prompt.pk, [])
-        current = clusterings.get(prompt.pk) or PromptClusterings()
-        source = current.adjudicated or current.proposal
+        current = clusterings.get(prompt.pk) or PromptClusterings(single=single)
+        own = current.independent.get(user.pk) if user is not None else None
+        candidates = [(current.final, "final"), (own, "yours"), (current.proposal, "proposal")]
+        source, noise_source = next(((c, name) for c, name in candidates if c is not None), (None, ""))
         noise = passes = None
         if source is not None:
             counts, n_invalid = counts_of(source)
@@ -271,7 +298,7 @@ def answers_overview(*, campaign: Campaign, most_divided: int = 5) -> dict:
                 clusterings=current,
                 agreement=agreement(clusterings=current, label_ids=[pk for pk, _ in mine]),
                 noise=noise,
-                noise_source="" if source is None else "final" if source is current.adjudicated else "proposal",
+                noise_source=noise_source,
                 passes_filter=passes,
             )
         )
@@ -280,7 +307,9 @@ def answers_overview(*, campaign: Campaign, most_divided: int = 5) -> dict:
     return {
         "rows": rows,
         "summary": summary,
+        "clustering_protocol": campaign.clustering_protocol,
         "n_adjudicated": sum(row.clusterings.adjudicated is not None for row in rows),
+        "n_final": sum(row.clusterings.final is not None for row in rows),
         "mean_blanc": float(np.mean([a["blanc"] for a in agreed])) if agreed else None,
         "mean_adjusted_rand": float(np.mean([a["adjusted_rand"] for a in agreed])) if agreed else None,
     }

@@ -14,6 +14,8 @@ from audits.selectors.clustering import clusters_export
 from audits.selectors.full import campaign_label_matrix
 from audits.selectors.truths import ground_truths_for_report
 
+#: what the leaderboard and the card say of a single-protocol campaign's clusters
+SINGLE_ANNOTATOR = "single annotator, no agreement measured"
 #: the schemas whose systems are scored here (a free-text system is a ranked list of answers)
 SCORED_SCHEMAS = (Campaign.Schema.BINARY, Campaign.Schema.RATING, Campaign.Schema.OPTION_RATING)
 
@@ -78,8 +80,10 @@ def leaderboard(*, campaign: Campaign, matrix=None) -> dict:
 
 
 def _answers_leaderboard(*, campaign: Campaign, uploads: list, started: float) -> dict:
-    """Free-text systems scored against the campaign's final (adjudicated) answer clusterings
-    (``audits.engine.leaderboard.answers_leaderboard``); ``kind`` is ``"answers"``."""
+    """Free-text systems scored against the campaign's final answer clusterings (``clusters_export``:
+    adjudicated, or under the single protocol saved) by ``audits.engine.leaderboard.answers_leaderboard``;
+    ``kind`` is ``"answers"``, ``clustering_protocol`` the campaign's and ``agreement_note`` says when
+    the clusters' agreement was not measured."""
     targets = {
         row["metadata"]["id"]: {name: (c["count"], c["answers"]) for name, c in row["answers"]["clusters"].items()}
         for row in clusters_export(campaign=campaign)
@@ -91,10 +95,19 @@ def _answers_leaderboard(*, campaign: Campaign, uploads: list, started: float) -
         )
     }
     board = answers_leaderboard(targets, systems)
+    single = campaign.clustering_protocol == Campaign.ClusteringProtocol.SINGLE
     reason = None
     if not uploads:
         reason = "no systems uploaded yet"
     elif not targets:
-        reason = "no prompt has a final (adjudicated) clustering of its answers yet"
-    base = {"kind": "answers", "watermark": None, "truths_on": None, "uploads": uploads, "reason": reason}
+        reason = f"no prompt has a final ({'saved' if single else 'adjudicated'}) clustering of its answers yet"
+    base = {
+        "kind": "answers",
+        "watermark": None,
+        "truths_on": None,
+        "uploads": uploads,
+        "reason": reason,
+        "clustering_protocol": campaign.clustering_protocol,
+        "agreement_note": SINGLE_ANNOTATOR if single else None,
+    }
     return {**base, **board, "duration_ms": round((time.perf_counter() - started) * 1000, 1)}

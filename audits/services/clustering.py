@@ -4,9 +4,11 @@ adjudicated final clustering, and expert clusters imported from ProtoQA's format
 A clustering is never edited: each save adds a version (``AnswerClustering``). A save names the
 version it was based on, and one based on anything but the current version is refused (two tabs, or
 two adjudicators, must not silently overwrite each other). Saves take a row lock on the prompt, so the
-check and the insert are one step on PostgreSQL as on SQLite. Rules (ProtoQA's workflow): at most two
-researchers cluster a prompt independently; the adjudicator is somebody else and starts once both
-are saved, from either of them or from the proposal.
+check and the insert are one step on PostgreSQL as on SQLite. Rules (ProtoQA's workflow, the
+double-blind clustering protocol): at most two researchers cluster a prompt independently; the
+adjudicator is somebody else and starts once both are saved, from either of them or from the proposal.
+Under the single protocol every save is final (the adjudicated lane), by any researcher of the campaign.
+Every save and import is recorded in the activity log.
 """
 
 from collections import defaultdict
@@ -17,6 +19,7 @@ from django.db.models import Max
 
 from annotation.models import Campaign, Prompt
 from annotation.schemas import LabelValueError, answer_normalize
+from annotation.services.activity import activity_record
 from audits.models import AnswerClustering
 from audits.selectors.clustering import (
     INDEPENDENT_CLUSTERERS,
@@ -81,7 +84,14 @@ def _clean(*, answers, assignment: dict, invalid) -> tuple[dict, list[int]]:
 
 
 def _check_role(*, clusterings, role: str, by) -> None:
-    """ProtoQA's workflow: two independent clusterers, then an adjudicator who is neither."""
+    """ProtoQA's workflow: two independent clusterers, then an adjudicator who is neither; under the
+    single protocol, only final saves."""
+    if clusterings.single:
+        if role != Role.ADJUDICATED:
+            raise ValidationError(
+                "This campaign's clustering protocol is single: a save is the final clustering (role adjudicated)."
+            )
+        return
     if role == Role.INDEPENDENT:
         if clusterings.adjudicated is not None and clusterings.adjudicated.author_id == by.pk:
             raise ValidationError("You adjudicated this prompt, so you cannot also cluster it independently.")
@@ -152,7 +162,7 @@ def clustering_save(
             raise ValidationError("The clustering you started from belongs to another prompt.")
         _check_base(clusterings=clusterings, role=role, by=by, base_version=base_version, based_on=based_on)
         cleaned, rejected = _clean(answers=prompt_answers(prompt=prompt), assignment=assignment, invalid=invalid)
-        return AnswerClustering.objects.create(
+        saved = AnswerClustering.objects.create(
             campaign_id=prompt.campaign_id,
             prompt=prompt,
             author=by,
@@ -163,6 +173,16 @@ def clustering_save(
             based_on=based_on or clusterings.lane(role=role, author_id=by.pk),
             note=note[:200],
         )
+        final = " (final)" if clusterings.single and role == Role.ADJUDICATED else ""
+        activity_record(
+            campaign_id=prompt.campaign_id,
+            verb="clustering.saved",
+            summary=f"Saved the {role} clustering of prompt {prompt.external_id}{final}, version {saved.version}: "
+            f"{saved.n_clusters} clusters, {len(rejected)} invalid",
+            detail={"prompt": prompt.external_id, "role": role, "version": saved.version, "note": saved.note},
+            actor=by,
+        )
+        return saved
 
 
 def clustering_revert(*, clustering: AnswerClustering, by, base_version: int | None) -> AnswerClustering:
@@ -251,6 +271,13 @@ def expert_clusters_import(*, campaign: Campaign, clusters: dict, by, note: str 
                 based_on=prompt_clusterings(prompt=prompt).adjudicated,
                 note=note[:200],
             )
+        activity_record(
+            campaign=campaign,
+            verb="clustering.imported",
+            summary=f"Imported expert clusters of {len(plans)} prompts as their final clusterings",
+            detail={"prompts": [prompt.external_id for prompt, _, _ in plans][:100], "note": note[:200]},
+            actor=by,
+        )
     return len(plans)
 
 

@@ -41,11 +41,12 @@ def answers(request, slug):
         n_proposed = services.clustering_propose_all(campaign=campaign)
         messages.success(request, f"Clusters proposed for {n_proposed} prompts.")
         return redirect("audit_answers", slug=campaign.slug)
-    overview = selectors.answers_overview(campaign=campaign)
+    overview = selectors.answers_overview(campaign=campaign, user=request.user)
     summary = overview["summary"]
     context = {
         "campaign": campaign,
         "free_text": campaign.schema == Campaign.Schema.FREE_TEXT,
+        "single": campaign.clustering_protocol == Campaign.ClusteringProtocol.SINGLE,
         "distribution": [(NAMES[k], d) for k, d in summary.distribution.items()] if summary else [],
         **overview,
     }
@@ -54,7 +55,7 @@ def answers(request, slug):
 
 @login_required
 def answers_export(request, slug):
-    """The adjudicated clusterings in ProtoQA's crowdsourced JSONL format (its offline scorer reads it)."""
+    """The final clusterings in ProtoQA's crowdsourced JSONL format (its offline scorer reads it)."""
     return answers_document(campaign_for_request(request, slug))
 
 
@@ -67,10 +68,13 @@ def answers_document(campaign) -> HttpResponse:
     return response
 
 
-def _start(*, role, visible, start_id) -> AnswerClustering | None:
-    """The clustering the workspace opens with: the user's current version; for an adjudicator without
-    one, or who asked (``?start=<id>``), a clustering they may see; else the proposal."""
+def _start(*, role, visible, start_id, clusterings) -> AnswerClustering | None:
+    """The clustering the workspace opens with: the user's current version (single protocol: the final
+    one); for an adjudicator without one, or who asked (``?start=<id>``), a clustering they may see;
+    else the proposal."""
     current = visible["mine"] if role == Role.INDEPENDENT else visible["adjudicated"]
+    if clusterings.single:  # the final one, even an independent one saved before the switch to single
+        current = clusterings.final
     choices = [visible["proposal"], visible["adjudicated"], *visible["others"]] if role == Role.ADJUDICATED else []
     chosen = next((c for c in choices if c is not None and str(c.pk) == start_id), None)
     return chosen or current or visible["proposal"] or (visible["others"][0] if visible["others"] else None)
@@ -85,7 +89,7 @@ def workspace(request, slug, external_id):
     visible = selectors.visible_clusterings(clusterings=clusterings, user=request.user)
     answers_ = selectors.prompt_answers(prompt=prompt)
     lane = clusterings.lane(role=role, author_id=request.user.pk)
-    start = _start(role=role, visible=visible, start_id=request.GET.get("start", ""))
+    start = _start(role=role, visible=visible, start_id=request.GET.get("start", ""), clusterings=clusterings)
     others = [c for c in (visible["proposal"], visible["adjudicated"], *visible["others"]) if c is not None]
     data = {
         "role": role,
@@ -101,6 +105,7 @@ def workspace(request, slug, external_id):
         "campaign": campaign,
         "prompt": prompt,
         "role": role,
+        "single": clusterings.single,
         "lane": lane,
         "start": start,
         "data": data,
@@ -142,6 +147,9 @@ def save(request, slug, external_id):
         return JsonResponse({"errors": ["The request is not valid JSON."]}, status=400)
     except ValidationError as error:
         return JsonResponse({"errors": error.messages}, status=400)
+    # The page reloads after a save (history and agreement are the server's): the flash says it worked.
+    final = " It is this prompt's final clustering." if clustering.role == Role.ADJUDICATED else ""
+    messages.success(request, f"Saved as version {clustering.version} ({clustering.n_clusters} clusters).{final}")
     return JsonResponse({"version": clustering.version, "clusters": clustering.n_clusters})
 
 
