@@ -260,6 +260,7 @@ def test_kappas_against_statsmodels():
     # Fleiss' κ comes from statsmodels on the engine's table (this checks the table); Cohen's pairwise κ is
     # the engine's own vectorised equation, checked here against the library pair by pair.
     from statsmodels.stats import inter_rater
+
     m = matrix_from_rows(FIVE_OBSERVERS)
     table, _ = value_count_table(m)
     k = fleiss_kappa(m)["k"]
