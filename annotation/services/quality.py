@@ -39,6 +39,7 @@ from annotation.models import Campaign, Label, Participation, QualityRule, Worke
 from annotation.services.activity import activity_record
 from annotation.services.assignment import label_void_locked, worker_leases_end
 from annotation.services.errors import ServiceError
+from annotation.services.studies import study_check
 from audits.hook import audit_stats_invalidate
 
 Kind = WorkerAction.Kind
@@ -88,6 +89,7 @@ def worker_act(
     An unknown kind is refused with a ``ValidationError`` naming ``kind``."""
     if kind not in Kind.values:
         raise ValidationError({"kind": f"Unknown action {kind!r}: one of {', '.join(Kind.values)}."})
+    study_check(campaign)
     return _act(Kind(kind), campaign=campaign, worker=worker, by=by, rule=rule, reason=reason, numbers=numbers)
 
 
