@@ -7,6 +7,7 @@ from .errors import CampaignStateError, LabelRefused, LeaseRefused, NotLeased, S
 from .invitations import Acceptance, InvitationTaken, invitation_accept, invitation_revoke, invitations_create
 from .prompts import import_remove, prompts_check, prompts_import
 from .sharing import campaign_share, campaign_unshare
+from .studies import StudyImport, study_import
 from .workers import worker_for_user, worker_get_or_create
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "NothingLeft",
     "NotLeased",
     "ServiceError",
+    "StudyImport",
     "account_create",
     "api_token_get_or_create",
     "campaign_copy",
@@ -38,6 +40,7 @@ __all__ = [
     "lease_release",
     "prompts_check",
     "prompts_import",
+    "study_import",
     "worker_for_user",
     "worker_get_or_create",
 ]

@@ -11,7 +11,10 @@ accepts, as a collected one does.
 
 import hashlib
 import math
+import os
 import random
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 
@@ -51,6 +54,25 @@ def study_check(campaign: Campaign) -> None:
     controls, rules, life cycle): raised by the services that would make one."""
     if campaign.imported_at is not None:
         raise CampaignStateError(STUDY_REFUSAL, code="imported_study")
+
+
+@contextmanager
+def uploaded_path(upload):
+    """A path to an uploaded file (None for None), for ``study_import``, which reads files by path like
+    the offline command: the upload's own temporary file, or a copy of one held in memory, named with
+    the upload's extension (which tells CSV, TSV and JSONL apart)."""
+    if upload is None:
+        yield None
+        return
+    if hasattr(upload, "temporary_file_path"):
+        yield upload.temporary_file_path()
+        return
+    suffix = os.path.splitext(upload.name)[1][:10]
+    with tempfile.NamedTemporaryFile(suffix=suffix) as fh:
+        for chunk in upload.chunks():
+            fh.write(chunk)
+        fh.flush()
+        yield fh.name
 
 
 def study_import(
