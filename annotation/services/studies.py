@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 
+import numpy as np
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -94,7 +96,7 @@ def study_import(
     rows = _labels_read(labels_path, schema)
     texts = _prompts_read(prompts_path, schema, rows) if prompts_path else {}
     prompts = _prompts_of(rows, texts, schema)
-    most = max(len(p.labels) for p in prompts.values() if p.labels)
+    most = int(rows.per_prompt.max())
     if most > MAX_K:
         raise PromptFileError([(0, f"a prompt has {most} labels; a campaign has at most {MAX_K} per prompt")])
     campaign.k = most
@@ -109,38 +111,21 @@ def study_import(
         batch = ImportBatch.objects.create(
             campaign=campaign, filename=labels_name[:255], sha256=digest, n_prompts=len(prompts), created_by=owner
         )
-        stored = Prompt.objects.bulk_create(
-            [
-                Prompt(
-                    campaign=campaign,
-                    batch=batch,
-                    external_id=p.external_id,
-                    text=p.text,
-                    gold=p.gold,
-                    group=p.group,
-                    n_labels=len(p.labels),
-                )
-                for p in prompts.values()
-            ],
-            batch_size=BULK_BATCH,
-        )
+        for p in prompts:
+            p.campaign, p.batch = campaign, batch
+        stored = Prompt.objects.bulk_create(prompts, batch_size=BULK_BATCH)
         workers = _workers_create(campaign, rows)
-        _labels_place(campaign, stored, list(prompts.values()), rows, workers, now)
+        _labels_place(campaign, stored, rows, workers, now)
         activity_record(
             campaign=campaign,
             verb="study.imported",
-            summary=f"Imported a study of {len(rows.value)} labels from {batch.filename}",
-            detail={
-                "filename": batch.filename,
-                "n_prompts": len(prompts),
-                "n_labels": len(rows.value),
-                "sha256": digest,
-            },
+            summary=f"Imported a study of {rows.n_labels} labels from {batch.filename}",
+            detail={"filename": batch.filename, "n_prompts": len(prompts), "n_labels": rows.n_labels, "sha256": digest},
             actor=owner,
         )
     # The campaign is closed: no label will ever fold itself into the statistics, so build them now.
     stats_rebuild(campaign_id=campaign.pk)
-    return StudyImport(campaign, len(prompts), len(workers), len(rows.value), rows.n_empty)
+    return StudyImport(campaign, len(prompts), len(rows.worker_ids), rows.n_labels, rows.n_empty)
 
 
 # The import's steps, in the order study_import takes them.
@@ -148,24 +133,27 @@ def study_import(
 
 @dataclass
 class _Rows:
-    """The labels file's rows, checked: one entry per label, in file order."""
+    """The labels file's labels, checked, as arrays over the labels in file order: a 1M-label file costs
+    a few arrays of numbers more than the offline command's columns, not an object per label."""
 
-    worker: list
-    prompt: list
-    value: list
-    created_at: list
-    line: list
-    extra: dict = None  # the per-prompt columns (gold, group, text) as given, one entry per label
-    n_empty: int = 0  # rows without a value: no label
+    columns: dict  # the file's columns (read_table), every row
+    line_of: object  # a row's line in the file, for messages (slow on a large CSV: errors only)
+    source: np.ndarray  # label → its row in ``columns``
+    worker: np.ndarray  # label → its worker, an index into worker_ids
+    prompt: np.ndarray  # label → its prompt, an index into prompt_ids
+    value: list  # label → its value, in LabelSchema.clean's canonical form (as label_submit stores it)
+    created_at: list | None  # label → its time, or None (the import's time); None without the column
+    worker_ids: list
+    prompt_ids: list
+    n_empty: int  # rows without a value: no label (the worker left the prompt unanswered)
 
+    @property
+    def n_labels(self) -> int:
+        return len(self.value)
 
-@dataclass
-class _Prompt:
-    external_id: str
-    text: str = ""
-    gold: object = None
-    group: str = ""
-    labels: list = None  # row numbers into _Rows
+    @property
+    def per_prompt(self) -> np.ndarray:
+        return np.bincount(self.prompt, minlength=len(self.prompt_ids))
 
 
 def _file_error(exc: LabelFileError) -> PromptFileError:
@@ -186,12 +174,15 @@ def _raw(value):
     return number if math.isfinite(number) else value
 
 
-def _checked(errors: list, line: int, what: str, check, value):
-    try:
-        return check(_raw(value))
-    except LabelValueError as exc:
-        errors.append((line, f"{what}: {exc}"))
-        return None
+def _blank(value) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+class _Errors(list):
+    """(line, message) pairs; past the number a message shows, only counted (a line can be slow to find)."""
+
+    def add(self, line_of, row: int, message: str) -> None:
+        self.append((line_of(row) if len(self) < MAX_ERRORS_SHOWN else 0, message))
 
 
 def _labels_read(path: str, schema: LabelSchema) -> _Rows:
@@ -204,46 +195,66 @@ def _labels_read(path: str, schema: LabelSchema) -> _Rows:
         )
     except LabelFileError as exc:
         raise _file_error(exc) from None
-    n = len(columns["value"])
+    line_of, values = info["line_of"], columns["value"]
     # A Chorus export marks the labels its audit leaves out (a control's, an excluded worker's): left
     # out here as the offline command leaves them out, so the study audits as its source did.
-    kept = [
-        i
-        for i in range(n)
-        if not any(str(columns[f][i]).strip().lower() in _TRUE for f in LEFT_OUT_FIELDS if f in columns)
-    ]
-    line_of = info["line_of"]
-    errors, seen = [], {}
-    rows = _Rows([], [], [], [], [], {})
-    for i in kept:
-        if columns["value"][i] is None or str(columns["value"][i]).strip() == "":
-            rows.n_empty += 1  # no label: the worker left this prompt unanswered, as the offline command reads it
+    left_out = [columns[f] for f in LEFT_OUT_FIELDS if f in columns]
+    times = columns.get("created_at")
+    errors = _Errors()
+    workers, prompts, seen = {}, {}, set()
+    source, worker_of, prompt_of, cleaned, created = [], [], [], [], [] if times is not None else None
+    n_empty = 0
+    for i in range(len(values)):
+        if any(str(c[i]).strip().lower() in _TRUE for c in left_out):
             continue
-        line = line_of(i) if len(errors) < MAX_ERRORS_SHOWN else 0
-        worker, prompt = str(columns["worker"][i]).strip(), str(columns["prompt"][i]).strip()
-        first = seen.setdefault((worker, prompt), line)
-        if first != line:
-            errors.append((line, f"worker {shown(worker)} labels prompt {shown(prompt)} again (first on line {first})"))
-        value = _checked(errors, line, "value", schema.clean, columns["value"][i])
-        created = None
-        if "created_at" in columns and str(columns["created_at"][i] or "").strip():
-            created = parse_datetime(str(columns["created_at"][i]).strip())
-            if created is None:
-                errors.append((line, f"created_at: {shown(columns['created_at'][i])} is not an ISO 8601 time"))
-            elif timezone.is_naive(created):
-                created = created.replace(tzinfo=UTC)
-        rows.worker.append(worker)
-        rows.prompt.append(prompt)
-        rows.value.append(value)
-        rows.created_at.append(created)
-        rows.line.append(line)
-    if not rows.value:
+        if _blank(values[i]):
+            n_empty += 1
+            continue
+        w = workers.setdefault(str(columns["worker"][i]).strip(), len(workers))
+        p = prompts.setdefault(str(columns["prompt"][i]).strip(), len(prompts))
+        if (p << 32 | w) in seen:
+            errors.add(line_of, i, _again(columns, line_of, source, worker_of, prompt_of, w, p, i))
+        seen.add(p << 32 | w)
+        try:
+            cleaned.append(schema.clean(_raw(values[i])))
+        except LabelValueError as exc:
+            errors.add(line_of, i, f"value: {exc}")
+            cleaned.append(None)
+        if times is not None:
+            when = None if _blank(times[i]) else parse_datetime(str(times[i]).strip())
+            if when is None and not _blank(times[i]):
+                errors.add(line_of, i, f"created_at: {shown(times[i])} is not an ISO 8601 time")
+            elif when is not None and timezone.is_naive(when):
+                when = when.replace(tzinfo=UTC)
+            created.append(when)
+        source.append(i)
+        worker_of.append(w)
+        prompt_of.append(p)
+    del seen
+    if not cleaned:
         errors.append((0, "the file has no labels"))
     if errors:
         raise PromptFileError(errors)
-    given = [i for i in kept if columns["value"][i] is not None and str(columns["value"][i]).strip() != ""]
-    rows.extra = {c: [columns[c][i] for i in given] for c in ("gold", "group", "text") if c in columns}
-    return rows
+    return _Rows(
+        columns=columns,
+        line_of=line_of,
+        source=np.asarray(source, dtype=np.int64),
+        worker=np.asarray(worker_of, dtype=np.int64),
+        prompt=np.asarray(prompt_of, dtype=np.int64),
+        value=cleaned,
+        created_at=created,
+        worker_ids=list(workers),
+        prompt_ids=list(prompts),
+        n_empty=n_empty,
+    )
+
+
+def _again(columns, line_of, source, worker_of, prompt_of, w: int, p: int, row: int) -> str:
+    """The message for a second label of one worker on one prompt, naming the first one's line (found
+    by a scan: an error's cost, not every label's)."""
+    first = next(source[j] for j in range(len(source)) if worker_of[j] == w and prompt_of[j] == p)
+    who, what = shown(columns["worker"][row]), shown(columns["prompt"][row])
+    return f"worker {who} labels prompt {what} again (first on line {line_of(first)})"
 
 
 def _prompts_read(path: str, schema: LabelSchema, rows: _Rows) -> dict:
@@ -253,20 +264,21 @@ def _prompts_read(path: str, schema: LabelSchema, rows: _Rows) -> dict:
         columns, info = read_table(path, required=("prompt", "text"), optional=("gold", "group"), id_fields=("prompt",))
     except LabelFileError as exc:
         raise _file_error(exc) from None
-    errors, found = [], {}
+    errors, found = _Errors(), {}
     for i, prompt in enumerate(columns["prompt"]):
         prompt = str(prompt).strip()
         if prompt in found:
-            errors.append((info["line_of"](i), f"prompt {shown(prompt)} is given twice"))
+            errors.add(info["line_of"], i, f"prompt {shown(prompt)} is given twice")
             continue
-        gold = columns["gold"][i] if "gold" in columns else None
-        if gold is not None and str(gold).strip() != "":
-            gold = _checked(errors, info["line_of"](i), "gold", schema.clean_gold, gold)
-        else:
-            gold = None
+        gold = None
+        if "gold" in columns and not _blank(columns["gold"][i]):
+            try:
+                gold = schema.clean_gold(_raw(columns["gold"][i]))
+            except LabelValueError as exc:
+                errors.add(info["line_of"], i, f"gold: {exc}")
         group = str(columns["group"][i]).strip() if "group" in columns else ""
         found[prompt] = (str(columns["text"][i]).strip(), gold, group)
-    unknown = sorted(set(rows.prompt) - set(found))
+    unknown = sorted(set(rows.prompt_ids) - set(found))
     if unknown:
         errors.append((0, f"{len(unknown)} labeled prompts are not in the prompts file: {', '.join(unknown[:10])}"))
     if errors:
@@ -274,90 +286,115 @@ def _prompts_read(path: str, schema: LabelSchema, rows: _Rows) -> dict:
     return found
 
 
-def _prompts_of(rows: _Rows, texts: dict, schema: LabelSchema) -> dict[str, _Prompt]:
-    """The study's prompts in the order they first appear (the prompts file's first, when given), with
-    their labels' row numbers; one gold and one group per prompt, as in the offline command."""
-    prompts = {p: _Prompt(p, text, gold, group, []) for p, (text, gold, group) in texts.items()}
-    errors = []
-    for i, prompt in enumerate(rows.prompt):
-        p = prompts.setdefault(prompt, _Prompt(prompt, prompt, labels=[]))
-        p.labels.append(i)
-        for column in ("gold", "group", "text"):
-            given = rows.extra.get(column)
-            if given is None or given[i] is None or str(given[i]).strip() == "":
+def _prompts_of(rows: _Rows, texts: dict, schema: LabelSchema) -> list[Prompt]:
+    """The study's prompts (unsaved), labeled ones in the order they first appear in the labels file, then
+    the prompts file's others. Text, gold and group come from the prompts file, else from the labels
+    file's columns, where a prompt's rows must agree (one gold per prompt, as in the offline command);
+    a prompt without a text shows its id."""
+    n = len(rows.prompt_ids)
+    given = {c: [None] * n for c in ("text", "gold", "group")}
+    errors = _Errors()
+    for column in given:
+        if column not in rows.columns:
+            continue
+        found, first = given[column], {}
+        for row, p in zip(rows.source.tolist(), rows.prompt.tolist(), strict=True):
+            raw = rows.columns[column][row]
+            if _blank(raw):
                 continue
-            value = str(given[i]).strip()
             if column == "gold":
-                value = _checked(errors, rows.line[i], "gold", schema.clean_gold, given[i])
-            current = {"gold": p.gold, "group": p.group, "text": p.text if p.text != prompt else ""}[column]
-            if current in (None, ""):
-                setattr(p, column, value)
-            elif current != value:
-                errors.append(
-                    (rows.line[i], f"{column}: prompt {shown(prompt)} has {shown(current)} on an earlier line")
+                try:
+                    value = schema.clean_gold(_raw(raw))
+                except LabelValueError as exc:
+                    errors.add(rows.line_of, row, f"gold: {exc}")
+                    continue
+            else:
+                value = str(raw).strip()
+            if found[p] is None:
+                found[p], first[p] = value, row
+            elif found[p] != value:
+                where = rows.line_of(first[p]) if len(errors) < MAX_ERRORS_SHOWN else "an earlier line"
+                errors.add(
+                    rows.line_of,
+                    row,
+                    f"{column}: prompt {shown(rows.prompt_ids[p])} has {shown(found[p])} on line {where}",
                 )
     if errors:
         raise PromptFileError(errors)
+    counts = rows.per_prompt.tolist()
+    prompts = []
+    for p, external_id in enumerate(rows.prompt_ids):
+        text, gold, group = texts.get(external_id, (None, None, None))
+        prompts.append(
+            Prompt(
+                external_id=external_id,
+                text=text or given["text"][p] or external_id,
+                gold=gold if gold is not None else given["gold"][p],
+                group=group or given["group"][p] or "",
+                n_labels=counts[p],
+            )
+        )
+    labeled = set(rows.prompt_ids)
+    prompts += [
+        Prompt(external_id=i, text=text, gold=gold, group=group, n_labels=0)
+        for i, (text, gold, group) in texts.items()
+        if i not in labeled
+    ]
     return prompts
 
 
-def _workers_create(campaign: Campaign, rows: _Rows) -> dict[str, int]:
-    """The study's workers (``<slug>/<their id>``) and their participations; returns their pks by id."""
-    counts: dict[str, int] = {}
-    for worker in rows.worker:
-        counts[worker] = counts.get(worker, 0) + 1
+def _workers_create(campaign: Campaign, rows: _Rows) -> list[int]:
+    """The study's workers (``<slug>/<their id>``) and their participations; returns their pks, in
+    ``rows.worker_ids``' order."""
     created = Worker.objects.bulk_create(
-        [Worker(channel=STUDY_CHANNEL, external_id=f"{campaign.slug}/{w}") for w in counts], batch_size=BULK_BATCH
-    )
-    workers = {w: stored.pk for w, stored in zip(counts, created)}
-    Participation.objects.bulk_create(
-        [Participation(campaign=campaign, worker_id=workers[w], n_labels=n) for w, n in counts.items()],
+        [Worker(channel=STUDY_CHANNEL, external_id=f"{campaign.slug}/{w}") for w in rows.worker_ids],
         batch_size=BULK_BATCH,
     )
-    return workers
+    counts = np.bincount(rows.worker, minlength=len(rows.worker_ids)).tolist()
+    Participation.objects.bulk_create(
+        [Participation(campaign=campaign, worker=w, n_labels=n) for w, n in zip(created, counts, strict=True)],
+        batch_size=BULK_BATCH,
+    )
+    return [w.pk for w in created]
 
 
-def _labels_place(campaign, stored: list[Prompt], prompts: list[_Prompt], rows: _Rows, workers, now) -> None:
+def _labels_place(campaign, stored: list[Prompt], rows: _Rows, workers: list[int], now) -> None:
     """Each label as its worker's submitted lease and counted label in one of the prompt's k slots, as
     ``label_submit`` would have stored it; a prompt with fewer labels keeps its other slots free (it got
-    fewer labels than k, as the study says). Prompt by prompt, in chunks, so that memory stays flat."""
+    fewer labels than k, as the study says). Prompts in chunks, so that memory stays flat."""
     k = campaign.k
-    for start in range(0, len(stored), BULK_BATCH):
-        chunk = list(zip(stored[start : start + BULK_BATCH], prompts[start : start + BULK_BATCH]))
+    order = np.argsort(rows.prompt, kind="stable")  # the labels prompt by prompt, in file order within one
+    ends = np.cumsum(rows.per_prompt).tolist()
+    lease_time = timedelta(seconds=campaign.lease_seconds)
+    for start in range(0, len(rows.prompt_ids), BULK_BATCH):
+        chunk = range(start, min(start + BULK_BATCH, len(rows.prompt_ids)))
         slots = Slot.objects.bulk_create(
             [
-                Slot(
-                    campaign=campaign,
-                    prompt=s,
-                    index=i,
-                    rand=random.random(),
-                    priority=len(p.labels),
-                    filled=i < len(p.labels),
-                )
-                for s, p in chunk
+                Slot(campaign=campaign, prompt=stored[p], index=i, rand=random.random(), priority=n, filled=i < n)
+                for p in chunk
+                for n in [stored[p].n_labels]
                 for i in range(k)
             ]
         )
-        placed = [
-            (s, slots[number * k + n], row) for number, (s, p) in enumerate(chunk) for n, row in enumerate(p.labels)
-        ]
+        placed = []  # (prompt, slot, label)
+        for number, p in enumerate(chunk):
+            first = ends[p] - stored[p].n_labels
+            placed += [(stored[p], slots[number * k + n], int(label)) for n, label in enumerate(order[first : ends[p]])]
+        when = [(rows.created_at[label] if rows.created_at else None) or now for _, _, label in placed]
         leases = Lease.objects.bulk_create(
             [
                 Lease(
                     campaign=campaign,
                     prompt=prompt,
-                    worker_id=workers[rows.worker[row]],
+                    worker_id=workers[rows.worker[label]],
                     slot=slot,
                     status=Lease.Status.SUBMITTED,
-                    created_at=rows.created_at[row] or now,
-                    expires_at=(rows.created_at[row] or now) + timedelta(seconds=campaign.lease_seconds),
+                    created_at=at,
+                    expires_at=at + lease_time,
                 )
-                for prompt, slot, row in placed
+                for (prompt, slot, label), at in zip(placed, when, strict=True)
             ]
         )
-        for (_, slot, _), lease in zip(placed, leases):
-            slot.lease = lease
-        Slot.objects.bulk_update([slot for _, slot, _ in placed], ["lease"], batch_size=BULK_BATCH)
         Label.objects.bulk_create(
             [
                 Label(
@@ -366,12 +403,15 @@ def _labels_place(campaign, stored: list[Prompt], prompts: list[_Prompt], rows: 
                     worker_id=lease.worker_id,
                     lease=lease,
                     slot=slot,
-                    value=rows.value[row],  # as label_submit stores it: LabelSchema.clean's canonical form
+                    value=rows.value[label],
                     client_token=f"study:{campaign.pk}:{lease.pk}",
                     leased_at=lease.created_at,
                     created_at=lease.created_at,
                 )
-                for (prompt, slot, row), lease in zip(placed, leases)
+                for (prompt, slot, label), lease in zip(placed, leases, strict=True)
             ],
             batch_size=BULK_BATCH,
         )
+    # A filled slot names the lease that filled it, as label_submit leaves it: one statement for all.
+    holder = Lease.objects.filter(slot=OuterRef("pk")).values("pk")[:1]
+    Slot.objects.filter(campaign=campaign, filled=True).update(lease=Subquery(holder))
