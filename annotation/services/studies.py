@@ -14,6 +14,7 @@ import math
 import os
 import random
 import tempfile
+from array import array
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, timedelta
@@ -202,7 +203,9 @@ def _labels_read(path: str, schema: LabelSchema) -> _Rows:
     times = columns.get("created_at")
     errors = _Errors()
     workers, prompts, seen = {}, {}, set()
-    source, worker_of, prompt_of, cleaned, created = [], [], [], [], [] if times is not None else None
+    # Typed arrays, not lists: 8 bytes a label each instead of an int object and a pointer.
+    source, worker_of, prompt_of = array("q"), array("q"), array("q")
+    cleaned, created = [], [] if times is not None else None
     n_empty = 0
     for i in range(len(values)):
         if any(str(c[i]).strip().lower() in _TRUE for c in left_out):
@@ -238,9 +241,9 @@ def _labels_read(path: str, schema: LabelSchema) -> _Rows:
     return _Rows(
         columns=columns,
         line_of=line_of,
-        source=np.asarray(source, dtype=np.int64),
-        worker=np.asarray(worker_of, dtype=np.int64),
-        prompt=np.asarray(prompt_of, dtype=np.int64),
+        source=np.frombuffer(source, dtype=np.int64),
+        worker=np.frombuffer(worker_of, dtype=np.int64),
+        prompt=np.frombuffer(prompt_of, dtype=np.int64),
         value=cleaned,
         created_at=created,
         worker_ids=list(workers),
@@ -366,8 +369,9 @@ def _labels_place(campaign, stored: list[Prompt], rows: _Rows, workers: list[int
     order = np.argsort(rows.prompt, kind="stable")  # the labels prompt by prompt, in file order within one
     ends = np.cumsum(rows.per_prompt).tolist()
     lease_time = timedelta(seconds=campaign.lease_seconds)
-    for start in range(0, len(rows.prompt_ids), BULK_BATCH):
-        chunk = range(start, min(start + BULK_BATCH, len(rows.prompt_ids)))
+    step = max(1, BULK_BATCH // k)  # prompts at a time: about BULK_BATCH slots, leases and labels in memory
+    for start in range(0, len(rows.prompt_ids), step):
+        chunk = range(start, min(start + step, len(rows.prompt_ids)))
         slots = Slot.objects.bulk_create(
             [
                 Slot(campaign=campaign, prompt=stored[p], index=i, rand=random.random(), priority=n, filled=i < n)

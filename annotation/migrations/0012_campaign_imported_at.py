@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0009_roles_activity'),
+        ('annotation', '0011_campaign_clustering_protocol'),
     ]
 
     operations = [
