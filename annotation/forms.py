@@ -186,6 +186,15 @@ class StopPlanForm(forms.Form):
         return self.cleaned_data.get("reward") if self.is_valid() else None
 
 
+def upload_checked(upload):
+    """An uploaded file under ``CHORUS_MAX_IMPORT_BYTES``, checked before reading, so that an oversize
+    upload never lands in memory."""
+    limit = settings.CHORUS_MAX_IMPORT_BYTES
+    if upload is not None and upload.size > limit:
+        raise forms.ValidationError(upload_too_large_message(size=upload.size, limit=limit))
+    return upload
+
+
 class PromptUploadForm(forms.Form):
     file = forms.FileField(
         label="Prompt file (CSV or JSONL)",
@@ -194,12 +203,42 @@ class PromptUploadForm(forms.Form):
     )
 
     def clean_file(self):
-        upload = self.cleaned_data["file"]
-        # Checked before reading, so an oversize upload never lands in memory.
-        limit = settings.CHORUS_MAX_IMPORT_BYTES
-        if upload.size > limit:
-            raise forms.ValidationError(upload_too_large_message(size=upload.size, limit=limit))
-        return upload
+        return upload_checked(self.cleaned_data["file"])
+
+
+class StudyForm(forms.ModelForm):
+    """An imported study: the labels file, the prompts file if any, and the schema the labels follow."""
+
+    labels = forms.FileField(
+        label="Labels file (CSV, TSV or JSONL)",
+        help_text="One label per row: columns worker, prompt, value; optional gold, group, created_at and text "
+        "(the prompt's text). A Chorus label export is such a file.",
+    )
+    prompts = forms.FileField(
+        required=False,
+        label="Prompts file (optional)",
+        help_text="Columns prompt and text (optional gold, group), when the labels file has no text column.",
+    )
+    binarization = BinarizationField(
+        required=False,
+        label="Binarization (rating scales)",
+        help_text="Optional: which ratings count as 1 and which as 0, e.g. 1=0, 2=0, 3=1, 4=1.",
+    )
+
+    class Meta:
+        model = Campaign
+        fields = ["title", "instructions", "schema", "positive_text", "negative_text", "scale_min", "scale_max"]
+        widgets = {"instructions": forms.Textarea(attrs={"rows": 3})}
+        labels = CampaignForm.Meta.labels
+        help_texts = {"instructions": "Optional: what the study's workers were asked, for the card's readers."}
+
+    field_order = ["title", "labels", "prompts", "schema"]
+
+    def clean_labels(self):
+        return upload_checked(self.cleaned_data["labels"])
+
+    def clean_prompts(self):
+        return upload_checked(self.cleaned_data.get("prompts"))
 
 
 class CampaignCopyForm(forms.Form):

@@ -6,6 +6,7 @@ from annotation.views import controls, invitations, prompts, researcher, rules, 
 urlpatterns = [
     path("", researcher.home, name="home"),
     path("campaigns/new/", researcher.campaign_create, name="campaign_create"),
+    path("campaigns/new/study/", researcher.study_import, name="study_import"),
     path("campaigns/<slug:slug>/", researcher.campaign_detail, name="campaign_detail"),
     path("campaigns/<slug:slug>/edit/", researcher.campaign_edit, name="campaign_edit"),
     path("campaigns/<slug:slug>/import/", researcher.campaign_import, name="campaign_import"),

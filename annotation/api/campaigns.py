@@ -32,7 +32,16 @@ class CampaignOutput(serializers.ModelSerializer):
 
     class Meta:
         model = Campaign
-        fields = ["slug", "owner", "status", "created_at", "launched_at", "closed_at", *sorted(EDITABLE_FIELDS)]
+        fields = [
+            "slug",
+            "owner",
+            "status",
+            "created_at",
+            "launched_at",
+            "closed_at",
+            *sorted(EDITABLE_FIELDS),
+            "imported_at",
+        ]
         read_only_fields = fields
 
 

@@ -16,6 +16,7 @@ from annotation.api import (
     prompts,
     publications,
     rules,
+    studies,
     worker_actions,
     worker_loop,
 )
@@ -40,6 +41,7 @@ urlpatterns = [
     path(f"{campaign}/my-labels/", labels.MyLabelsApi.as_view(), name="my-labels"),
     # Researchers
     path("v1/campaigns/", campaigns.CampaignListCreateApi.as_view(), name="campaigns"),
+    path("v1/studies/", studies.StudyImportApi.as_view(), name="studies"),
     path(f"{campaign}/", campaigns.CampaignDetailApi.as_view(), name="campaign"),
     *(
         path(f"{campaign}/{action}/", campaigns.CampaignTransitionApi.as_view(action=action), name=f"campaign-{action}")

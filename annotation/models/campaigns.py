@@ -118,6 +118,12 @@ class Campaign(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     launched_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+    imported_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="An imported study: its labels were collected elsewhere and imported at this time; it is "
+        "closed for labeling and read-only (annotation.services.studies).",
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -42,6 +42,7 @@ from annotation.models import Campaign, Label, Participation, QualityRule, Worke
 from annotation.services.activity import activity_record
 from annotation.services.assignment import label_void_locked, worker_leases_end
 from annotation.services.errors import ServiceError
+from annotation.services.studies import study_check
 from audits.hook import audit_stats_invalidate
 
 Kind = WorkerAction.Kind
@@ -102,6 +103,7 @@ def worker_act(
     if kind == UNFLAG and rule is not None:
         raise ValidationError({"rule": "A rule flags; only a researcher unflags."})
     reason = _reason_check(reason)
+    study_check(campaign)
     if rule is not None and rule.campaign_id != campaign.pk:
         raise ValidationError({"rule": f"Rule {rule.pk} is not one of this campaign's rules."})
     with transaction.atomic(durable=True):
@@ -125,6 +127,7 @@ def workers_act(*, kind: str, campaign: Campaign, workers: list[Worker], by, rea
     if not workers:
         raise ValidationError({"workers": "Choose at least one worker."})
     reason = _reason_check(reason)
+    study_check(campaign)
     actions, blocked = [], []
     with transaction.atomic(durable=True):
         # One worker after the other in id order: two bulk actions lock the Participation rows in one order.

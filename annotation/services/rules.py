@@ -12,6 +12,7 @@ from django.db import transaction
 
 from annotation.models import Campaign, QualityRule
 from annotation.services.activity import activity_record
+from annotation.services.studies import study_check
 
 #: The most labels (or controls) a rule may wait for: far beyond any worker's record, and well inside
 #: the column's integer range.
@@ -59,6 +60,7 @@ def rule_check(*, metric, threshold, min_labels, action) -> dict:
 def rule_create(*, campaign: Campaign, by, metric: str, threshold: float, min_labels: int, action: str) -> QualityRule:
     """Add an active rule to the campaign (checked first: :func:`rule_check`); the next quick audit
     applies it to every worker's record so far."""
+    study_check(campaign)
     fields = rule_check(metric=metric, threshold=threshold, min_labels=min_labels, action=action)
     with transaction.atomic(durable=True):
         rule = QualityRule.objects.create(campaign=campaign, created_by=by, **fields)

@@ -23,8 +23,15 @@ from annotation import selectors, services
 from annotation.activity_export import activity_csv_response
 from annotation.channels.forms import duration_text
 from annotation.exporting import FORMATS, ExportOptionError, export_response, parse_pseudonymize
-from annotation.forms import CampaignCopyForm, CampaignForm, CollaboratorAddForm, CollaboratorForm, PromptUploadForm
-from annotation.importing import PromptFileError, prompts_preview
+from annotation.forms import (
+    CampaignCopyForm,
+    CampaignForm,
+    CollaboratorAddForm,
+    CollaboratorForm,
+    PromptUploadForm,
+    StudyForm,
+)
+from annotation.importing import MAX_ERRORS_SHOWN, PromptFileError, prompts_preview
 from annotation.models import Collaboration
 from annotation.permissions import (
     CREATE_REFUSAL,
@@ -34,6 +41,7 @@ from annotation.permissions import (
     may_create_campaigns,
 )
 from annotation.services.campaigns import TRANSITIONS
+from annotation.services.studies import uploaded_path
 from annotation.views.adaptive import adaptive_k_context
 from annotation.views.controls import controls_context
 from annotation.views.rules import rules_context
@@ -58,6 +66,37 @@ def campaign_create(request):
         messages.success(request, "Campaign created. Upload its prompts next.")
         return redirect("campaign_detail", slug=campaign.slug)
     return render(request, "annotation/campaign_form.html", {"form": form})
+
+
+@login_required
+@permission_required("annotation.add_campaign", raise_exception=True)
+def study_import(request):
+    form = StudyForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        fields = dict(form.cleaned_data)
+        labels, prompts = fields.pop("labels"), fields.pop("prompts")
+        try:
+            with uploaded_path(labels) as labels_path, uploaded_path(prompts) as prompts_path:
+                imported = services.study_import(
+                    owner=request.user,
+                    labels_path=labels_path,
+                    labels_name=labels.name,
+                    prompts_path=prompts_path,
+                    **fields,
+                )
+        except PromptFileError as exc:
+            for line, message in exc.errors[:MAX_ERRORS_SHOWN]:
+                form.add_error("labels", f"line {line}: {message}" if line else message)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(
+                request,
+                f"Imported {imported.n_labels} labels of {imported.n_workers} workers on {imported.n_prompts} "
+                "prompts. The study is closed and read-only; its audit is on the dashboard.",
+            )
+            return redirect("campaign_detail", slug=imported.campaign.slug)
+    return render(request, "annotation/study_form.html", {"form": form})
 
 
 @login_required

@@ -331,6 +331,8 @@ TABLE: dict[str, list[Probe]] = {
     "api/v1/leases/<int:lease_id>/release/": [lease_holder("POST", 204, **API)],
     # --- API: researchers -------------------------------------------------------------------------
     "api/v1/campaigns/": [signed_in("GET", 200, **API), researchers("POST", 201, data={"title": "New"}, **API)],
+    # Multipart only: the matrix's JSON body is refused (415) once the account may create campaigns.
+    "api/v1/studies/": [researchers("POST", 415, data={"title": "New"}, **API)],
     "api/v1/campaigns/<slug:slug>/": [
         managers("GET", 200, **API),
         managers("PATCH", 200, data={"title": "Renamed"}, **API),
