@@ -1,11 +1,12 @@
 from django.urls import path, re_path
 
 from annotation.services.campaigns import TRANSITIONS
-from annotation.views import controls, invitations, researcher, rules, worker, worker_actions
+from annotation.views import adaptive, controls, invitations, researcher, rules, worker, worker_actions
 
 urlpatterns = [
     path("", researcher.home, name="home"),
     path("campaigns/new/", researcher.campaign_create, name="campaign_create"),
+    path("campaigns/new/stop-rule/", adaptive.stop_rule_consequences, name="stop_rule_consequences"),
     path("campaigns/<slug:slug>/", researcher.campaign_detail, name="campaign_detail"),
     path("campaigns/<slug:slug>/edit/", researcher.campaign_edit, name="campaign_edit"),
     path("campaigns/<slug:slug>/import/", researcher.campaign_import, name="campaign_import"),

@@ -52,7 +52,9 @@ def home(request):
 @login_required
 @permission_required("annotation.add_campaign", raise_exception=True)
 def campaign_create(request):
-    form = CampaignForm(request.POST or None, initial={"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}})
+    form = CampaignForm(
+        request.POST or None, owner=request.user, initial={"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}}
+    )
     if request.method == "POST" and form.is_valid():
         campaign = services.campaign_create(owner=request.user, **form.cleaned_data)
         messages.success(request, "Campaign created. Upload its prompts next.")
@@ -63,7 +65,7 @@ def campaign_create(request):
 @login_required
 def campaign_edit(request, slug):
     campaign = campaign_for_request(request, slug)
-    form = CampaignForm(request.POST or None, instance=campaign)
+    form = CampaignForm(request.POST or None, instance=campaign, owner=campaign.owner)
     if request.method == "POST" and form.is_valid():
         try:
             services.campaign_update(campaign=campaign, **form.cleaned_data)
@@ -97,7 +99,9 @@ def _detail(request, campaign, *, upload_form=None, import_errors=None, share_fo
         "activities": selectors.campaign_activity(campaign=campaign)[:ACTIVITY_ON_PAGE],
         "may_share": may_share,
         "may_copy": may_create_campaigns(request.user),
-        "copy_form": CampaignCopyForm(initial={"title": f"Copy of {campaign.title}"}),
+        "copy_form": CampaignCopyForm(
+            initial={"title": selectors.campaign_copy_title(owner=request.user, title=campaign.title)}
+        ),
         "share_form": (share_form or CollaboratorAddForm(campaign=campaign)) if may_share else None,
         **rules_context(campaign=campaign),
         **controls_context(campaign=campaign),
@@ -205,7 +209,12 @@ def campaign_copy(request, slug):
     if not form.is_valid():
         messages.error(request, " ".join(form.errors.get("title", ["That title is not valid."])))
         return redirect("campaign_detail", slug=slug)
-    copy = services.campaign_copy(campaign=source, owner=request.user, title=form.cleaned_data["title"] or None)
+    title = form.cleaned_data["title"]
+    clash = title and selectors.campaign_title_clash(owner=request.user, title=title)
+    if clash:
+        messages.error(request, selectors.title_clash_message(clash=clash))
+        return redirect("campaign_detail", slug=slug)
+    copy = services.campaign_copy(campaign=source, owner=request.user, title=title or None)
     messages.success(request, f"A new draft, copied from “{source.title}” with its {copy.prompts.count()} prompts.")
     return redirect("campaign_detail", slug=copy.slug)
 
