@@ -10,6 +10,7 @@ urlpatterns = [
     path("campaigns/<slug:slug>/", researcher.campaign_detail, name="campaign_detail"),
     path("campaigns/<slug:slug>/edit/", researcher.campaign_edit, name="campaign_edit"),
     path("campaigns/<slug:slug>/import/", researcher.campaign_import, name="campaign_import"),
+    path("campaigns/<slug:slug>/import/<str:preview_id>/", researcher.import_preview, name="import_preview"),
     path("campaigns/<slug:slug>/imports/<int:import_id>/remove/", researcher.import_remove, name="import_remove"),
     path("campaigns/<slug:slug>/copy/", researcher.campaign_copy, name="campaign_copy"),
     path("campaigns/<slug:slug>/invitation/", invitations.campaign_invitation, name="campaign_invitation"),

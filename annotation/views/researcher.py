@@ -13,10 +13,12 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core import signing
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.crypto import get_random_string
 from django.views.decorators.http import require_POST
 
 from annotation import selectors, services
@@ -132,7 +134,8 @@ def campaign_import(request, slug):
     rows: the import's parser and refusals), changing nothing; the preview's "Import" button posts the
     file back (``upload``, signed) and imports it, all or nothing as ever, checked again since the
     campaign may have changed meanwhile. A file whose signed copy would not fit a form's body is chosen
-    again on the preview page and imported as posted (``confirm=import``)."""
+    again on the preview page and imported as posted (``confirm=import``). The preview is a page of its
+    own (``import_preview``, POST/redirect/GET), so reloading it does not post the file again."""
     campaign = campaign_for_request(request, slug)
     if "upload" in request.POST:
         try:
@@ -151,7 +154,7 @@ def campaign_import(request, slug):
     if request.POST.get("confirm") == "import":
         return _import(request, campaign, data=data, filename=upload.name, form=form)
     try:
-        rows = services.prompts_check(campaign=campaign, data=data, filename=upload.name)
+        services.prompts_check(campaign=campaign, data=data, filename=upload.name)
     except PromptFileError as exc:
         return _detail(request, campaign, upload_form=form, import_errors=exc.errors, status=400)
     token = signing.dumps(
@@ -159,9 +162,36 @@ def campaign_import(request, slug):
         salt=f"{PREVIEW_SALT}:{campaign.pk}",
         compress=True,
     )
+    preview_id = get_random_string(20)
+    cache.set(_preview_key(request, campaign, preview_id), token, PREVIEW_MAX_AGE)
+    return redirect("import_preview", slug=slug, preview_id=preview_id)
+
+
+def _preview_key(request, campaign, preview_id: str) -> str:
+    """Where an uploaded file waits for its preview page: the cache (shared by the web processes), under
+    a random id of the uploader's, as its signed copy (``PREVIEW_SALT``)."""
+    return f"chorus:import-preview:{campaign.pk}:{request.user.pk}:{preview_id}"
+
+
+@login_required
+def import_preview(request, slug, preview_id):
+    """The page after an upload: what the file would import, checked again (the campaign may have changed
+    since), and the button that imports it (``campaign_import``)."""
+    campaign = campaign_for_request(request, slug)
+    token = cache.get(_preview_key(request, campaign, preview_id))
+    try:
+        carried = signing.loads(token or "", salt=f"{PREVIEW_SALT}:{campaign.pk}", max_age=PREVIEW_MAX_AGE)
+    except signing.BadSignature:
+        messages.error(request, "That preview is too old: upload the file again.")
+        return redirect("campaign_detail", slug=slug)
+    filename = carried["name"]
+    try:
+        rows = services.prompts_check(campaign=campaign, data=base64.b64decode(carried["data"]), filename=filename)
+    except PromptFileError as exc:
+        return _detail(request, campaign, import_errors=exc.errors, status=400)
     context = {
         "campaign": campaign,
-        "filename": upload.name,
+        "filename": filename,
         "preview": prompts_preview(rows),
         # Room for the rest of the form (its token and field names) within the body Django accepts.
         "upload": token if len(token) < settings.DATA_UPLOAD_MAX_MEMORY_SIZE - 4096 else None,

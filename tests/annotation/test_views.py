@@ -120,7 +120,7 @@ def test_edit_fixes_the_frozen_fields_and_says_why(researcher_client, make_campa
 def test_upload_prompts_then_launch_pause_resume_close(researcher_client, researcher):
     campaign = services.campaign_create(owner=researcher, title="Life cycle", k=2)
     upload = SimpleUploadedFile("prompts.jsonl", prompts_jsonl(5), content_type="application/jsonl")
-    preview = researcher_client.post(reverse("campaign_import", args=[campaign.slug]), {"file": upload})
+    preview = researcher_client.post(reverse("campaign_import", args=[campaign.slug]), {"file": upload}, follow=True)
     assert b"Import these 5 prompts" in preview.content and not Prompt.objects.filter(campaign=campaign).exists()
     response = researcher_client.post(
         reverse("campaign_import", args=[campaign.slug]), {"upload": preview.context["upload"]}, follow=True
