@@ -207,10 +207,16 @@ class CampaignForm(forms.ModelForm):
                 self.fields[name].frozen_reason = f"Fixed once prompts are imported: {FROZEN_REASONS[name]}."
 
     def groups(self) -> list[FieldGroup]:
-        return [
+        groups = [
             FieldGroup(key=key, legend=legend, schemas=tuple(schemas), fields=[self[name] for name in names])
             for key, legend, schemas, names in CAMPAIGN_FORM_GROUPS
         ]
+        # A field added to Meta.fields but to no group still shows (for every schema), never silently lost.
+        grouped = {name for _, _, _, names in CAMPAIGN_FORM_GROUPS for name in names}
+        others = [self[name] for name in self.fields if name not in grouped]
+        if others:
+            groups.append(FieldGroup(key="others", legend="More settings", schemas=(), fields=others))
+        return groups
 
     def errors_by_field(self) -> list[tuple[str, str, str]]:
         """Every error as (field id, label, message), the form's own first, for the summary above the form

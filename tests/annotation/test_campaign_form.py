@@ -204,3 +204,14 @@ def test_the_instructions_are_open_on_a_worker_s_first_task_only(client, make_us
     task_url = worker_client.get(reverse("worker_next", args=[campaign.slug])).url
     later = worker_client.get(task_url).content.decode()
     assert '<details class="card instructions-toggle">' in later
+
+
+def test_a_field_in_no_group_still_shows(researcher, monkeypatch):
+    """A setting added to the form but not to CAMPAIGN_FORM_GROUPS is shown for every schema, not lost."""
+    from annotation import forms
+
+    groups = tuple(group for group in CAMPAIGN_FORM_GROUPS if group[0] != "workers")
+    monkeypatch.setattr(forms, "CAMPAIGN_FORM_GROUPS", groups)
+    last = CampaignForm(owner=researcher).groups()[-1]
+    assert (last.legend, last.schemas) == ("More settings", ())
+    assert [field.name for field in last.fields] == CAMPAIGN_FORM_GROUPS[-1][3]
