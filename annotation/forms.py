@@ -261,8 +261,11 @@ class CampaignForm(forms.ModelForm):
             self.add_error(None, exc)
         consequences = self.stop_consequences()
         changed = set(ADAPTIVE_FIELDS) & set(self.changed_data)  # a frozen rule is the campaign's, not an error
-        if consequences is not None and consequences.pointless and changed and "k_max" not in self.errors:
-            self.add_error("k_max", consequences.warning)
+        # (other schemas have no adaptive k: the model refuses k_max for them, saying so)
+        adaptive_schema = cleaned.get("schema") in (Schema.BINARY, Schema.RATING)
+        if consequences is not None and consequences.pointless and changed and adaptive_schema:
+            if "k_max" not in self.errors:
+                self.add_error("k_max", consequences.warning)
         return cleaned
 
     def adaptive_values(self) -> tuple[int, int | None, float] | None:
