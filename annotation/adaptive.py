@@ -96,6 +96,58 @@ def stop_thresholds(*, k: int, k_max: int, stop_confidence: float) -> list[tuple
 
 
 @dataclass(frozen=True)
+class StopConsequences:
+    """What a campaign's settings mean for its prompts, said before any label (the campaign form).
+
+    ``lines`` says, for each number of labels n from k to k_max, whether a prompt can stop there and
+    with what agreement (``stop_thresholds``); ``pointless`` is set when no prompt can stop before k_max,
+    so that adaptive k would give every prompt k_max labels, and ``warning`` then says so and what to change.
+    """
+
+    lines: list[str]
+    pointless: bool
+    warning: str
+
+
+def stop_consequences(*, k: int, k_max: int, stop_confidence: float) -> StopConsequences:
+    """The rule (``stop_rule``, through ``stop_thresholds``) in words, one line per number of labels.
+
+    At n labels the most lopsided answers (n of n alike) give the largest posterior, 1 − 2^−(n+1)
+    (``stop_posterior``); a line that says no prompt stops at n quotes it against ``stop_confidence``.
+    """
+    lines = []
+    early_stop = False
+    for n, m in stop_thresholds(k=k, k_max=k_max, stop_confidence=stop_confidence):
+        if m is not None:
+            early_stop = early_stop or n < k_max
+            lines.append(
+                f"At {n} labels a prompt stops when {m} or more of {n} are alike "
+                f"(probability {stop_posterior(m, n):.4f} ≥ {stop_confidence:g})"
+                + ("; otherwise it stops there anyway, the most labels." if n == k_max else ".")
+            )
+        elif n == k_max:
+            lines.append(f"At {n} labels (the most) every prompt stops, whatever its answers.")
+        else:
+            lines.append(
+                f"With k = {k} and {stop_confidence:g}, no prompt stops at {n}: even {n} of {n} alike give "
+                f"{stop_posterior(n, n):.4f}, below {stop_confidence:g}."
+                if n == k
+                else f"At {n} labels no prompt stops: even {n} of {n} alike give {stop_posterior(n, n):.4f}."
+            )
+    warning = ""
+    if k_max == k:
+        warning = (
+            f"k_max = k = {k}: every prompt gets {k} labels, as without adaptive k. Leave k_max empty, or raise it."
+        )
+    elif not early_stop:
+        warning = (
+            f"No prompt can stop before k_max = {k_max} labels, so adaptive k would give every prompt {k_max}: "
+            f"lower the confidence to stop at, raise k_max, or leave k_max empty and set k = {k_max}."
+        )
+    return StopConsequences(lines=lines, pointless=not early_stop, warning=warning)
+
+
+@dataclass(frozen=True)
 class StopPlan:
     """What the rule is expected to cost per prompt, before the labels are collected.
 

@@ -20,8 +20,11 @@ class AnnotationConfig(AppConfig):
         # Once per migrate run: post_migrate is sent for every app, this sender is ours alone.
         post_migrate.connect(_create_cache_tables, sender=self)
         # Imported here: services import models, which need the app registry this method runs after.
+        from annotation.services.activity import analysis_receive  # noqa: PLC0415 (registry first)
         from annotation.services.rule_actions import worker_actions_receive  # noqa: PLC0415 (registry first)
-        from audits.hook import worker_actions_due  # noqa: PLC0415 (registry first)
+        from audits.hook import analysis_recorded, worker_actions_due  # noqa: PLC0415 (registry first)
 
         # The live audit's quality rules decide; this app acts (audits.services.worker_rules says why).
         worker_actions_due.connect(worker_actions_receive, dispatch_uid="annotation.rule_actions")
+        # The audit's stored analyses (clusterings) go in the campaign's activity log, which is this app's.
+        analysis_recorded.connect(analysis_receive, dispatch_uid="annotation.activity")

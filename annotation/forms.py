@@ -2,15 +2,20 @@
 
 import re
 import uuid
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django import forms
 from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 
+from annotation import adaptive
 from annotation.importing import upload_too_large_message
 from annotation.models import Campaign, Collaboration, Invitation, Prompt, QualityRule, WorkerAction
+from annotation.models.campaigns import MAX_K
 from annotation.schemas import LabelValueError, binarization_clean, parse_int
+from annotation.selectors import campaign_title_clash, title_clash_message
+from annotation.services.campaigns import FROZEN_ONCE_PROMPTS_EXIST
 from annotation.services.controls import MAX_IDS_AT_ONCE, control_settings_check
 from annotation.services.invitations import MAX_INVITATIONS_AT_ONCE
 
@@ -49,6 +54,71 @@ class AnchorsField(forms.CharField):
 
     def to_python(self, value):
         return [line.strip() for line in super().to_python(value).splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class FieldGroup:
+    """A heading of the campaign form and its fields; ``schemas`` lists the schemas it is for (empty:
+    every schema). static/js/campaign_form.js shows only the groups of the schema chosen."""
+
+    key: str
+    legend: str
+    schemas: tuple[str, ...]
+    fields: list  # bound fields
+
+    @property
+    def schemas_attr(self) -> str:
+        return " ".join(self.schemas)
+
+
+Schema = Campaign.Schema
+# The campaign form's headings, in order: (key, legend, the schemas it is for (empty: all), its fields).
+# A new setting of one schema goes into that schema's group (and Meta.fields); nothing else changes.
+CAMPAIGN_FORM_GROUPS = (
+    ("campaign", "The campaign", (), ["title", "instructions", "schema"]),
+    ("binary", "Binary answers", (Schema.BINARY,), ["positive_text", "negative_text"]),
+    (
+        "rating",
+        "Rating scale",
+        (Schema.RATING, Schema.OPTION_RATING),
+        ["scale_min", "scale_max", "scale_anchors", "binarization"],
+    ),
+    (
+        "free_text",
+        "Free-text answers",
+        (Schema.FREE_TEXT,),
+        ["answer_min_length", "answer_max_length", "clustering_protocol"],
+    ),
+    ("labels", "Labels per prompt", (), ["k", "k_max", "stop_confidence"]),
+    (
+        "workers",
+        "Workers and controls",
+        (),
+        ["lease_seconds", "max_labels_per_worker", "policy", "control_rate", "control_first"],
+    ),
+)
+
+# Why each setting is fixed once a campaign has prompts (``FROZEN_ONCE_PROMPTS_EXIST``), as the form says it.
+_SLOTS_REASON = "every imported prompt got its slots for it, and the stopping rule must hold for all of them"
+FROZEN_REASONS = {
+    "k": _SLOTS_REASON,
+    "k_max": _SLOTS_REASON,
+    "stop_confidence": _SLOTS_REASON,
+    "schema": "the imported prompts (their gold values and options) were checked against it",
+    "scale_min": "the imported gold values were checked against the scale",
+    "scale_max": "the imported gold values were checked against the scale",
+    "answer_min_length": "every answer stored keeps within the limits the campaign states",
+    "answer_max_length": "every answer stored keeps within the limits the campaign states",
+}
+ADAPTIVE_FIELDS = ("k", "k_max", "stop_confidence")
+
+
+def stop_consequences_checked(k, k_max, stop_confidence) -> adaptive.StopConsequences | None:
+    """``stop_consequences`` for settings the model accepts (None for others: the form or the model says
+    why, and a k of a billion must not be walked through)."""
+    if not (1 <= k <= k_max <= MAX_K and 0.5 <= stop_confidence <= 0.999):
+        return None
+    return adaptive.stop_consequences(k=k, k_max=k_max, stop_confidence=stop_confidence)
 
 
 class CampaignForm(forms.ModelForm):
@@ -134,12 +204,49 @@ class CampaignForm(forms.ModelForm):
             "for none.",
         }
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, owner, **kwargs):
+        """``owner``: whose campaign it is (the new one's creator, or the edited one's owner), for the
+        rule that an owner's campaigns have different names."""
         super().__init__(*args, **kwargs)
+        self.owner = owner
         self.fields["control_first"].required = False
         self.fields["stop_confidence"].required = False
         self.fields["answer_min_length"].required = False
         self.fields["answer_max_length"].required = False
+        # Disabled fields keep the campaign's value whatever is posted; campaign_update refuses them too.
+        self.frozen = self.instance.pk is not None and self.instance.prompts.exists()
+        if self.frozen:
+            for name in FROZEN_ONCE_PROMPTS_EXIST & set(self.fields):
+                self.fields[name].disabled = True
+                self.fields[name].frozen_reason = f"Fixed once prompts are imported: {FROZEN_REASONS[name]}."
+
+    def groups(self) -> list[FieldGroup]:
+        groups = [
+            FieldGroup(key=key, legend=legend, schemas=tuple(schemas), fields=[self[name] for name in names])
+            for key, legend, schemas, names in CAMPAIGN_FORM_GROUPS
+        ]
+        # A field added to Meta.fields but to no group still shows (for every schema), never silently lost.
+        grouped = {name for _, _, _, names in CAMPAIGN_FORM_GROUPS for name in names}
+        others = [self[name] for name in self.fields if name not in grouped]
+        if others:
+            groups.append(FieldGroup(key="others", legend="More settings", schemas=(), fields=others))
+        return groups
+
+    def errors_by_field(self) -> list[tuple[str, str, str]]:
+        """Every error as (field id, label, message), the form's own first, for the summary above the form
+        (the field id is empty for the form's own errors)."""
+        summary = [("", "", message) for message in self.non_field_errors()]
+        for field in self:
+            summary += [(field.id_for_label, field.label, message) for message in field.errors]
+        return summary
+
+    def clean_title(self) -> str:
+        title = self.cleaned_data["title"]
+        renamed = self.instance if self.instance.pk else None
+        clash = campaign_title_clash(owner=self.owner, title=title, renamed=renamed)
+        if clash is not None:
+            raise forms.ValidationError(title_clash_message(clash=clash), code="duplicate_title")
+        return title
 
     def clean_control_first(self) -> int:
         return self.cleaned_data["control_first"] or 0  # left empty: none
@@ -166,7 +273,53 @@ class CampaignForm(forms.ModelForm):
             )
         except forms.ValidationError as exc:
             self.add_error(None, exc)
+        consequences = self.stop_consequences()
+        changed = set(ADAPTIVE_FIELDS) & set(self.changed_data)  # a frozen rule is the campaign's, not an error
+        # (other schemas have no adaptive k: the model refuses k_max for them, saying so)
+        adaptive_schema = cleaned.get("schema") in (Schema.BINARY, Schema.RATING)
+        if consequences is not None and consequences.pointless and changed and adaptive_schema:
+            if "k_max" not in self.errors:
+                self.add_error("k_max", consequences.warning)
         return cleaned
+
+    def adaptive_values(self) -> tuple[int, int | None, float] | None:
+        """(k, k_max, stop_confidence) as typed (a bound form) or stored; None when one is not a number."""
+        values = []
+        for name in ADAPTIVE_FIELDS:
+            field = self[name]
+            raw = field.value()  # as posted; the campaign's own value when unbound or disabled
+            try:
+                values.append(None if raw in (None, "") else field.field.to_python(raw))
+            except forms.ValidationError:
+                return None
+        k, k_max, confidence = values
+        if k is None:
+            return None
+        return k, k_max, Campaign._meta.get_field("stop_confidence").default if confidence is None else confidence
+
+    def stop_consequences(self) -> adaptive.StopConsequences | None:
+        """What adaptive k's settings on the form mean (``stop_consequences``); None without adaptive k or
+        with settings the model refuses (it says why beside the field)."""
+        values = self.adaptive_values()
+        if values is None or values[1] is None:
+            return None
+        return stop_consequences_checked(*values)
+
+
+class StopRuleForm(forms.Form):
+    """Adaptive k's three settings, as the campaign form's script asks what they mean (a GET)."""
+
+    k = forms.IntegerField(min_value=1, max_value=MAX_K)
+    k_max = forms.IntegerField(min_value=1, max_value=MAX_K)
+    stop_confidence = forms.FloatField(required=False, min_value=0.5, max_value=0.999)
+
+    def consequences(self) -> adaptive.StopConsequences | None:
+        if not self.is_valid():
+            return None
+        confidence = self.cleaned_data["stop_confidence"]
+        if confidence is None:
+            confidence = Campaign._meta.get_field("stop_confidence").default
+        return stop_consequences_checked(self.cleaned_data["k"], self.cleaned_data["k_max"], confidence)
 
 
 class StopPlanForm(forms.Form):
@@ -234,6 +387,17 @@ class StudyForm(forms.ModelForm):
 
     field_order = ["title", "labels", "prompts", "schema"]
 
+    def __init__(self, *args, owner, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.owner = owner
+
+    def clean_title(self) -> str:
+        title = self.cleaned_data["title"]
+        clash = campaign_title_clash(owner=self.owner, title=title)
+        if clash is not None:
+            raise forms.ValidationError(title_clash_message(clash=clash), code="duplicate_title")
+        return title
+
     def clean_labels(self):
         return upload_checked(self.cleaned_data["labels"])
 
@@ -243,7 +407,10 @@ class StudyForm(forms.ModelForm):
 
 class CampaignCopyForm(forms.Form):
     title = forms.CharField(
-        max_length=200, required=False, label="Title of the new campaign", help_text="Empty: “Copy of” this one's."
+        max_length=200,
+        required=False,
+        label="Title of the new campaign",
+        help_text="Empty: this one's, with “(copy)” (or “(copy 2)”, …).",
     )
 
 

@@ -1,15 +1,17 @@
 from django.urls import path, re_path
 
 from annotation.services.campaigns import TRANSITIONS
-from annotation.views import controls, invitations, prompts, researcher, rules, worker, worker_actions
+from annotation.views import adaptive, controls, invitations, prompts, researcher, rules, worker, worker_actions
 
 urlpatterns = [
     path("", researcher.home, name="home"),
     path("campaigns/new/", researcher.campaign_create, name="campaign_create"),
-    path("campaigns/new/study/", researcher.study_import, name="study_import"),
+    path("campaigns/new/study/", researcher.study_import_page, name="study_import"),
+    path("campaigns/new/stop-rule/", adaptive.stop_rule_consequences, name="stop_rule_consequences"),
     path("campaigns/<slug:slug>/", researcher.campaign_detail, name="campaign_detail"),
     path("campaigns/<slug:slug>/edit/", researcher.campaign_edit, name="campaign_edit"),
     path("campaigns/<slug:slug>/import/", researcher.campaign_import, name="campaign_import"),
+    path("campaigns/<slug:slug>/import/<str:preview_id>/", researcher.import_preview, name="import_preview"),
     path("campaigns/<slug:slug>/imports/<int:import_id>/remove/", researcher.import_remove, name="import_remove"),
     path("campaigns/<slug:slug>/copy/", researcher.campaign_copy, name="campaign_copy"),
     path("campaigns/<slug:slug>/invitation/", invitations.campaign_invitation, name="campaign_invitation"),

@@ -15,6 +15,8 @@ decisions acted on by the labeling platform:
 * ``worker_actions_due``: the signal the quick run sends with the actions the campaign's quality
   rules call for (``RuleDecision``); annotation's receiver takes them (``annotation.services.rule_actions``).
   Why a signal: ``audits.services.worker_rules``.
+* ``analysis_recorded``: the signal an analysis the audit stores (a clustering saved) sends, for the
+  campaign's activity log, which is annotation's.
 * ``rules_applied``: the signal the quick run sends once the rules were applied (the Prolific channel
   approves the submissions that were waiting for the audit).
 
@@ -34,10 +36,11 @@ themselves, on commit, which is the only moment annotation has anything for it.
 from audits.selectors.coverage import latest_numbers, worker_audit_table, worker_audited, worker_numbers
 from audits.selectors.worker_rules import RuleDecision
 from audits.services.stats import audit_stats_invalidate, label_stats_add, stats_rebuild
-from audits.signals import rules_applied, worker_actions_due
+from audits.signals import analysis_recorded, rules_applied, worker_actions_due
 
 __all__ = [
     "RuleDecision",
+    "analysis_recorded",
     "audit_stats_invalidate",
     "label_stats_add",
     "latest_numbers",

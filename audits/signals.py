@@ -17,3 +17,9 @@ worker_actions_due = Signal()
 #: ``rules_applied_at`` is set): the labels it read have had their chance to be judged. The Prolific
 #: channel reviews then the submissions that were waiting for the audit.
 rules_applied = Signal()
+
+#: Sent by an analysis the audit stores (a clustering saved, reverted or imported), inside its
+#: transaction, with ``campaign_id``, ``verb``, ``summary``, ``detail`` and ``actor``: the campaign's
+#: activity log is annotation's, which records it (its receiver is connected in ``AppConfig.ready``).
+#: A signal rather than an import: annotation's services import the audit's, not the other way round.
+analysis_recorded = Signal()

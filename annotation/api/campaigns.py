@@ -65,6 +65,14 @@ class CampaignInput(serializers.ModelSerializer):
         model = Campaign
         fields = sorted(EDITABLE_FIELDS)
 
+    def validate_title(self, title: str) -> str:
+        """An owner's campaigns have different names (``campaign_title_clash``); a campaign keeps its own."""
+        campaign = self.instance if self.instance is not None and self.instance.pk else None
+        clash = selectors.campaign_title_clash(owner=self.context["owner"], title=title, renamed=campaign)
+        if clash is not None:
+            raise ValidationError(selectors.title_clash_message(clash=clash), code="duplicate_title")
+        return title
+
     def validate(self, attrs):
         # The control settings given, as the web form checks them.
         control_settings_check(control_rate=attrs.get("control_rate"), control_first=attrs.get("control_first", 0))
@@ -106,7 +114,7 @@ class CampaignListCreateApi(APIView):
     def post(self, request):
         if not may_create_campaigns(request.user):
             raise PermissionDenied(CREATE_REFUSAL)
-        data = CampaignInput(instance=Campaign(), data=request.data)
+        data = CampaignInput(instance=Campaign(), data=request.data, context={"owner": request.user})
         data.is_valid(raise_exception=True)
         campaign = services.campaign_create(owner=request.user, **data.validated_data)
         return Response(CampaignOutput(campaign).data, status=status.HTTP_201_CREATED)
@@ -120,7 +128,7 @@ class CampaignDetailApi(APIView):
     @extend_schema(request=CampaignInput(partial=True), responses={200: CampaignOutput})
     def patch(self, request, slug: str):
         campaign = campaign_for_request(request, slug)
-        data = CampaignInput(instance=campaign, data=request.data, partial=True)
+        data = CampaignInput(instance=campaign, data=request.data, partial=True, context={"owner": campaign.owner})
         data.is_valid(raise_exception=True)
         campaign = services.campaign_update(campaign=campaign, **data.validated_data)
         return Response(CampaignOutput(campaign).data)
@@ -218,14 +226,25 @@ class CampaignCopyApi(APIView):
     the campaign (a viewer too: copying changes nothing in it) and may create campaigns can copy it."""
 
     class InputSerializer(serializers.Serializer):
-        title = serializers.CharField(max_length=200, required=False, help_text="Default: “Copy of <title>”.")
+        title = serializers.CharField(
+            max_length=200,
+            required=False,
+            help_text="Default: “<title> (copy)”, or “(copy 2)”, … if you have a campaign of that name. "
+            "A title you give must not be one of your campaigns' (any case).",
+        )
+
+        def validate_title(self, title: str) -> str:
+            clash = selectors.campaign_title_clash(owner=self.context["owner"], title=title)
+            if clash is not None:
+                raise ValidationError(selectors.title_clash_message(clash=clash), code="duplicate_title")
+            return title
 
     @extend_schema(request=InputSerializer, responses={201: CampaignOutput})
     def post(self, request, slug: str):
         source = selectors.campaign_for_user(user=request.user, slug=slug)
         if not may_create_campaigns(request.user):
             raise PermissionDenied(CREATE_REFUSAL)
-        data = self.InputSerializer(data=request.data)
+        data = self.InputSerializer(data=request.data, context={"owner": request.user})
         data.is_valid(raise_exception=True)
         campaign = services.campaign_copy(campaign=source, owner=request.user, **data.validated_data)
         return Response(CampaignOutput(campaign).data, status=status.HTTP_201_CREATED)

@@ -53,7 +53,7 @@ class StudyImportApi(APIView):
                 raise ValidationError(
                     {"binarization": ['Give the map as a JSON object, e.g. {"1": 0, "4": 1}.']}
                 ) from None
-        given = StudyInput(data=data)
+        given = StudyInput(data=data, context={"owner": request.user})
         given.is_valid(raise_exception=True)
         fields = dict(given.validated_data)
         labels, prompts = fields.pop("labels"), fields.pop("prompts", None)

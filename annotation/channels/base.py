@@ -159,6 +159,12 @@ class BaseChannel:
     def close(self) -> None:
         """Release what ``open`` acquired. Safe to call more than once."""
 
+    def setup_problems(self) -> list[str]:
+        """What the deployment still has to set for this backend to work (credentials and the like), each
+        naming the setting or environment variable; empty when nothing is missing. Never a secret's value.
+        The channels page shows them before its forms."""
+        return []
+
     def __enter__(self):
         self.open()
         return self

@@ -37,6 +37,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
@@ -161,6 +162,9 @@ def money(amount: Decimal) -> str:
     return f"{Decimal(amount).quantize(Decimal('0.01'))}"
 
 
+HALF_THE_CREDENTIALS = "Set both CHORUS_MTURK_ACCESS_KEY_ID and CHORUS_MTURK_SECRET_ACCESS_KEY, or neither."
+
+
 class MTurkChannel(BaseChannel):
     option_names = frozenset(
         {
@@ -216,11 +220,25 @@ class MTurkChannel(BaseChannel):
             key_id = os.environ.get("CHORUS_MTURK_ACCESS_KEY_ID")
             secret = os.environ.get("CHORUS_MTURK_SECRET_ACCESS_KEY")
             if bool(key_id) != bool(secret):
-                raise ImproperlyConfigured(
-                    "Set both CHORUS_MTURK_ACCESS_KEY_ID and CHORUS_MTURK_SECRET_ACCESS_KEY, or neither."
-                )
+                raise ImproperlyConfigured(HALF_THE_CREDENTIALS)
             session = boto3.session.Session(aws_access_key_id=key_id or None, aws_secret_access_key=secret or None)
             self._client = session.client("mturk", region_name=REGION, endpoint_url=self.endpoint_url, config=config)
+
+    def setup_problems(self) -> list[str]:
+        """Credentials: Chorus's own pair, else boto3's default chain, of which the environment and the
+        shared credentials file are looked at here (an instance role cannot be seen without a call)."""
+        key_id = os.environ.get("CHORUS_MTURK_ACCESS_KEY_ID")
+        if bool(key_id) != bool(os.environ.get("CHORUS_MTURK_SECRET_ACCESS_KEY")):
+            return [HALF_THE_CREDENTIALS]
+        boto_chain = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE")
+        shared_file = Path("~/.aws/credentials").expanduser()
+        if key_id or any(os.environ.get(name) for name in boto_chain) or shared_file.exists():
+            return []
+        return [
+            "No MTurk credentials found: set CHORUS_MTURK_ACCESS_KEY_ID and CHORUS_MTURK_SECRET_ACCESS_KEY "
+            "(a requester's access key) in Chorus's environment, or configure boto3's own (AWS_PROFILE, "
+            "~/.aws/credentials, an instance role)."
+        ]
 
     def close(self) -> None:
         client, self._client = self._client, None

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db.models import Count, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -19,7 +19,8 @@ from annotation.channels.models import (
     Publication,
     mturk_client_token,
 )
-from annotation.models import Campaign, Label, Slot
+from annotation.channels.registry import get_channel
+from annotation.models import Campaign, Label, Prompt, Slot
 from annotation.permissions import edit_check, is_campaign_owner
 from annotation.selectors import campaigns_for_workers, campaigns_visible_to
 
@@ -262,3 +263,28 @@ def mturk_assignment_label(*, assignment: MTurkAssignment) -> Label | None:
     return labels.filter(
         worker_id=assignment.worker_id, client_token=mturk_client_token(assignment.assignment_id)
     ).first()
+
+
+def panel_preview_prompt(*, campaign: Campaign, seed: int) -> tuple[Prompt | None, int]:
+    """A prompt to show a researcher trying the study as a participant (``panel_try``), and how many
+    there are: the ``seed``-th of the campaign's normal prompts, counted round (a control is a test, not
+    what participants mostly see); None without prompts. Read only: no lease, no slot."""
+    prompts = campaign.prompts.filter(is_control=False).order_by("pk")
+    count = prompts.count()
+    return (prompts[seed % count] if count else None), count
+
+
+def mturk_setup_problems(*, alias: str = "mturk") -> list[str]:
+    """What stops publishing on MTurk in this deployment, each naming what to set (the README's
+    configuration table): the channel's configuration (``CHORUS_CHANNELS``), its backend's own needs
+    (``BaseChannel.setup_problems``: credentials), and ``CHORUS_PUBLIC_URL``, which
+    ``publication_create_mturk`` requires. Empty when nothing is missing."""
+    try:
+        problems = get_channel(alias).setup_problems()
+    except ImproperlyConfigured as exc:
+        problems = [str(exc)]
+    if not settings.CHORUS_PUBLIC_URL.startswith("https://"):
+        problems.append(
+            "CHORUS_PUBLIC_URL is not set to Chorus's public https:// address, where MTurk opens the task page."
+        )
+    return problems

@@ -33,6 +33,7 @@ urlpatterns = [
     path("publications/<int:pk>/prolific-bonuses/", prolific.prolific_bonus, name="prolific_bonus"),
     path("publications/<int:pk>/prolific-bonuses/many/", prolific.prolific_bonus_many, name="prolific_bonus_many"),
     path("publications/<int:pk>/", researcher.publication_detail, name="publication_detail"),
+    path("publications/<int:pk>/try/", researcher.panel_try, name="panel_try"),
     path("publications/<int:pk>/withdraw/", researcher.publication_withdraw, name="publication_withdraw"),
     path("publications/<int:pk>/bonuses/", researcher.publication_bonus_grant, name="publication_bonus_grant"),
 ]

@@ -186,6 +186,47 @@ def campaigns_visible_to(*, user) -> QuerySet[Campaign]:
     return Campaign.objects.filter(Q(owner=user) | Q(collaborators=user)).distinct()
 
 
+def title_key(title: str) -> str:
+    """A title as campaign names are compared: trimmed, any case."""
+    return " ".join(title.split()).casefold()
+
+
+def campaign_title_clash(*, owner, title: str, renamed: Campaign | None = None) -> Campaign | None:
+    """The campaign of ``owner``'s already called ``title``, if any: an owner's campaigns have different
+    names (``title_key``), so lists and exports tell them apart. ``renamed`` is the campaign being given
+    ``title``, if it exists: keeping its own name is no clash, so names that clashed before the rule (old
+    databases) stay valid until changed. Compared in Python, not with the database's case folding, which
+    SQLite limits to ASCII; an owner has few campaigns."""
+    key = title_key(title)
+    if renamed is not None and title_key(renamed.title) == key:
+        return None
+    campaigns = Campaign.objects.filter(owner=owner).only("pk", "title", "slug", "created_at").order_by("created_at")
+    if renamed is not None:
+        campaigns = campaigns.exclude(pk=renamed.pk)
+    return next((campaign for campaign in campaigns if title_key(campaign.title) == key), None)
+
+
+def title_clash_message(*, clash: Campaign) -> str:
+    return (
+        f"{clash.owner.get_username()} already has a campaign called “{clash.title}” ({clash.slug}, created "
+        f"{clash.created_at:%Y-%m-%d}): campaigns of one owner need different names."
+    )
+
+
+def campaign_copy_title(*, owner, title: str) -> str:
+    """The name of a copy of a campaign called ``title``: the first of “title (copy)”, “title (copy 2)”, …
+    that ``owner`` has no campaign of, cut to fit the title's length limit."""
+    longest = Campaign._meta.get_field("title").max_length
+    taken = {title_key(t) for t in Campaign.objects.filter(owner=owner).values_list("title", flat=True)}
+    base, number = title.strip(), 1
+    while True:
+        suffix = " (copy)" if number == 1 else f" (copy {number})"
+        candidate = base[: longest - len(suffix)] + suffix
+        if title_key(candidate) not in taken:
+            return candidate
+        number += 1
+
+
 def campaign_for_user(*, user, slug: str) -> Campaign:
     """The campaign a researcher may manage (owner, collaborator or staff); 404 for anyone else, so a
     stranger cannot even learn that the slug exists."""

@@ -7,7 +7,6 @@ from .errors import CampaignStateError, LabelRefused, LeaseRefused, NotLeased, S
 from .invitations import Acceptance, InvitationTaken, invitation_accept, invitation_revoke, invitations_create
 from .prompts import Retirement, import_remove, prompts_check, prompts_import, prompts_retired_set
 from .sharing import campaign_share, campaign_unshare
-from .studies import StudyImport, study_import
 from .workers import worker_for_user, worker_get_or_create
 
 __all__ = [
@@ -21,7 +20,6 @@ __all__ = [
     "NotLeased",
     "Retirement",
     "ServiceError",
-    "StudyImport",
     "account_create",
     "api_token_get_or_create",
     "campaign_copy",
@@ -42,7 +40,6 @@ __all__ = [
     "prompts_check",
     "prompts_import",
     "prompts_retired_set",
-    "study_import",
     "worker_for_user",
     "worker_get_or_create",
 ]

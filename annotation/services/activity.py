@@ -55,3 +55,9 @@ def activity_record(
         summary=summary[:300],
         detail=detail or {},
     )
+
+
+def analysis_receive(sender, *, campaign_id: int, verb: str, summary: str, detail: dict, actor, **kwargs) -> None:
+    """``audits.hook.analysis_recorded``'s receiver: the audit's analysis, in the activity log, inside the
+    transaction that stored it (signals are sent synchronously)."""
+    activity_record(campaign_id=campaign_id, verb=verb, summary=summary, detail=detail, actor=actor)

@@ -6,6 +6,7 @@ from django.utils.crypto import get_random_string
 from django.utils.text import slugify
 
 from annotation.models import Campaign, ImportBatch
+from annotation.selectors import campaign_copy_title
 from annotation.services.activity import activity_record
 from annotation.services.errors import CampaignStateError
 from annotation.services.prompts import prompts_create
@@ -103,10 +104,12 @@ def campaign_copy(*, campaign: Campaign, owner, title: str | None = None) -> Cam
     """A new draft of ``owner`` with ``campaign``'s settings (every editable field; the title unless
     ``title`` is given) and prompts: text, options, gold, group, control flag and external ids, one
     import per import of the source (same file name and digest, so the copy refuses that file again
-    like its source). Not its labels, workers, collaborators or publications. Who may copy what is
-    the caller's check (annotation.permissions)."""
+    like its source). Not its labels, workers, collaborators or publications. Without ``title`` the
+    copy is called “<title> (copy)”, or “(copy 2)”, … whichever ``owner`` has no campaign of
+    (``campaign_copy_title``); a ``title`` given is the caller's to check (``campaign_title_clash``),
+    as who may copy what is (annotation.permissions)."""
     fields = {name: getattr(campaign, name) for name in EDITABLE_FIELDS - {"title"}}
-    title = (title or f"Copy of {campaign.title}")[: Campaign._meta.get_field("title").max_length]
+    title = title or campaign_copy_title(owner=owner, title=campaign.title)
     copy = _campaign_new(owner=owner, title=title, fields=fields)
     with transaction.atomic(durable=True):
         copy.save()

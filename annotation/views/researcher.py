@@ -13,10 +13,12 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core import signing
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.crypto import get_random_string
 from django.views.decorators.http import require_POST
 
 from annotation import selectors, services
@@ -41,7 +43,7 @@ from annotation.permissions import (
     may_create_campaigns,
 )
 from annotation.services.campaigns import TRANSITIONS
-from annotation.services.studies import uploaded_path
+from annotation.services.studies import study_import, uploaded_path
 from annotation.views.adaptive import adaptive_k_context
 from annotation.views.controls import controls_context
 from annotation.views.rules import rules_context
@@ -60,7 +62,9 @@ def home(request):
 @login_required
 @permission_required("annotation.add_campaign", raise_exception=True)
 def campaign_create(request):
-    form = CampaignForm(request.POST or None, initial={"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}})
+    form = CampaignForm(
+        request.POST or None, owner=request.user, initial={"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}}
+    )
     if request.method == "POST" and form.is_valid():
         campaign = services.campaign_create(owner=request.user, **form.cleaned_data)
         messages.success(request, "Campaign created. Upload its prompts next.")
@@ -70,14 +74,14 @@ def campaign_create(request):
 
 @login_required
 @permission_required("annotation.add_campaign", raise_exception=True)
-def study_import(request):
-    form = StudyForm(request.POST or None, request.FILES or None)
+def study_import_page(request):
+    form = StudyForm(request.POST or None, request.FILES or None, owner=request.user)
     if request.method == "POST" and form.is_valid():
         fields = dict(form.cleaned_data)
         labels, prompts = fields.pop("labels"), fields.pop("prompts")
         try:
             with uploaded_path(labels) as labels_path, uploaded_path(prompts) as prompts_path:
-                imported = services.study_import(
+                imported = study_import(
                     owner=request.user,
                     labels_path=labels_path,
                     labels_name=labels.name,
@@ -102,7 +106,7 @@ def study_import(request):
 @login_required
 def campaign_edit(request, slug):
     campaign = campaign_for_request(request, slug)
-    form = CampaignForm(request.POST or None, instance=campaign)
+    form = CampaignForm(request.POST or None, instance=campaign, owner=campaign.owner)
     if request.method == "POST" and form.is_valid():
         try:
             services.campaign_update(campaign=campaign, **form.cleaned_data)
@@ -136,7 +140,9 @@ def _detail(request, campaign, *, upload_form=None, import_errors=None, share_fo
         "activities": selectors.campaign_activity(campaign=campaign)[:ACTIVITY_ON_PAGE],
         "may_share": may_share,
         "may_copy": may_create_campaigns(request.user),
-        "copy_form": CampaignCopyForm(initial={"title": f"Copy of {campaign.title}"}),
+        "copy_form": CampaignCopyForm(
+            initial={"title": selectors.campaign_copy_title(owner=request.user, title=campaign.title)}
+        ),
         "share_form": (share_form or CollaboratorAddForm(campaign=campaign)) if may_share else None,
         **rules_context(campaign=campaign),
         **controls_context(campaign=campaign),
@@ -167,7 +173,8 @@ def campaign_import(request, slug):
     rows: the import's parser and refusals), changing nothing; the preview's "Import" button posts the
     file back (``upload``, signed) and imports it, all or nothing as ever, checked again since the
     campaign may have changed meanwhile. A file whose signed copy would not fit a form's body is chosen
-    again on the preview page and imported as posted (``confirm=import``)."""
+    again on the preview page and imported as posted (``confirm=import``). The preview is a page of its
+    own (``import_preview``, POST/redirect/GET), so reloading it does not post the file again."""
     campaign = campaign_for_request(request, slug)
     if "upload" in request.POST:
         try:
@@ -186,7 +193,7 @@ def campaign_import(request, slug):
     if request.POST.get("confirm") == "import":
         return _import(request, campaign, data=data, filename=upload.name, form=form)
     try:
-        rows = services.prompts_check(campaign=campaign, data=data, filename=upload.name)
+        services.prompts_check(campaign=campaign, data=data, filename=upload.name)
     except PromptFileError as exc:
         return _detail(request, campaign, upload_form=form, import_errors=exc.errors, status=400)
     token = signing.dumps(
@@ -194,9 +201,36 @@ def campaign_import(request, slug):
         salt=f"{PREVIEW_SALT}:{campaign.pk}",
         compress=True,
     )
+    preview_id = get_random_string(20)
+    cache.set(_preview_key(request, campaign, preview_id), token, PREVIEW_MAX_AGE)
+    return redirect("import_preview", slug=slug, preview_id=preview_id)
+
+
+def _preview_key(request, campaign, preview_id: str) -> str:
+    """Where an uploaded file waits for its preview page: the cache (shared by the web processes), under
+    a random id of the uploader's, as its signed copy (``PREVIEW_SALT``)."""
+    return f"chorus:import-preview:{campaign.pk}:{request.user.pk}:{preview_id}"
+
+
+@login_required
+def import_preview(request, slug, preview_id):
+    """The page after an upload: what the file would import, checked again (the campaign may have changed
+    since), and the button that imports it (``campaign_import``)."""
+    campaign = campaign_for_request(request, slug)
+    token = cache.get(_preview_key(request, campaign, preview_id))
+    try:
+        carried = signing.loads(token or "", salt=f"{PREVIEW_SALT}:{campaign.pk}", max_age=PREVIEW_MAX_AGE)
+    except signing.BadSignature:
+        messages.error(request, "That preview is too old: upload the file again.")
+        return redirect("campaign_detail", slug=slug)
+    filename = carried["name"]
+    try:
+        rows = services.prompts_check(campaign=campaign, data=base64.b64decode(carried["data"]), filename=filename)
+    except PromptFileError as exc:
+        return _detail(request, campaign, import_errors=exc.errors, status=400)
     context = {
         "campaign": campaign,
-        "filename": upload.name,
+        "filename": filename,
         "preview": prompts_preview(rows),
         # Room for the rest of the form (its token and field names) within the body Django accepts.
         "upload": token if len(token) < settings.DATA_UPLOAD_MAX_MEMORY_SIZE - 4096 else None,
@@ -244,7 +278,12 @@ def campaign_copy(request, slug):
     if not form.is_valid():
         messages.error(request, " ".join(form.errors.get("title", ["That title is not valid."])))
         return redirect("campaign_detail", slug=slug)
-    copy = services.campaign_copy(campaign=source, owner=request.user, title=form.cleaned_data["title"] or None)
+    title = form.cleaned_data["title"]
+    clash = title and selectors.campaign_title_clash(owner=request.user, title=title)
+    if clash:
+        messages.error(request, selectors.title_clash_message(clash=clash))
+        return redirect("campaign_detail", slug=slug)
+    copy = services.campaign_copy(campaign=source, owner=request.user, title=title or None)
     messages.success(request, f"A new draft, copied from “{source.title}” with its {copy.prompts.count()} prompts.")
     return redirect("campaign_detail", slug=copy.slug)
 

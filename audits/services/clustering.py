@@ -19,7 +19,6 @@ from django.db.models import Max
 
 from annotation.models import Campaign, Prompt
 from annotation.schemas import LabelValueError, answer_normalize
-from annotation.services.activity import activity_record
 from audits.models import AnswerClustering
 from audits.selectors.clustering import (
     INDEPENDENT_CLUSTERERS,
@@ -28,6 +27,7 @@ from audits.selectors.clustering import (
     prompt_clusterings,
     proposed_assignment,
 )
+from audits.signals import analysis_recorded
 
 Role = AnswerClustering.Role
 # The code of the refusal of a save based on anything but the lane's current version (the API answers
@@ -174,7 +174,8 @@ def clustering_save(
             note=note[:200],
         )
         final = " (final)" if clusterings.single and role == Role.ADJUDICATED else ""
-        activity_record(
+        analysis_recorded.send(
+            sender=AnswerClustering,
             campaign_id=prompt.campaign_id,
             verb="clustering.saved",
             summary=f"Saved the {role} clustering of prompt {prompt.external_id}{final}, version {saved.version}: "
@@ -271,8 +272,9 @@ def expert_clusters_import(*, campaign: Campaign, clusters: dict, by, note: str 
                 based_on=prompt_clusterings(prompt=prompt).adjudicated,
                 note=note[:200],
             )
-        activity_record(
-            campaign=campaign,
+        analysis_recorded.send(
+            sender=AnswerClustering,
+            campaign_id=campaign.pk,
             verb="clustering.imported",
             summary=f"Imported expert clusters of {len(plans)} prompts as their final clusterings",
             detail={"prompts": [prompt.external_id for prompt, _, _ in plans][:100], "note": note[:200]},

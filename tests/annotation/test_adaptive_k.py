@@ -253,10 +253,10 @@ def test_binary_and_fully_binarized_ratings_may_be_adaptive(researcher):
 
 
 @pytest.mark.django_db
-def test_the_campaign_form_takes_k_max_and_names_it_when_wrong(researcher_client):
-    form = CampaignForm(data=campaign_fields(k=3, k_max=2, stop_confidence=0.95))
+def test_the_campaign_form_takes_k_max_and_names_it_when_wrong(researcher_client, researcher):
+    form = CampaignForm(data=campaign_fields(k=3, k_max=2, stop_confidence=0.95), owner=researcher)
     assert form.errors == {"k_max": ["The most labels per prompt (k_max = 2) must be at least the least (k = 3)."]}
-    form = CampaignForm(data=campaign_fields(k=3, k_max="", stop_confidence=1.2))
+    form = CampaignForm(data=campaign_fields(k=3, k_max="", stop_confidence=1.2), owner=researcher)
     assert list(form.errors) == ["stop_confidence"]
 
     response = researcher_client.post("/campaigns/new/", campaign_fields(k=3, k_max=6, stop_confidence=0.9))

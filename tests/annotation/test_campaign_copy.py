@@ -58,7 +58,7 @@ def test_a_copy_is_a_draft_with_the_settings_and_prompts_and_nothing_else(source
     owner = make_user("copier")
     copy = services.campaign_copy(campaign=source, owner=owner)
 
-    assert (copy.owner, copy.status, copy.launched_at, copy.title) == (owner, "draft", None, "Copy of Source")
+    assert (copy.owner, copy.status, copy.launched_at, copy.title) == (owner, "draft", None, "Source (copy)")
     assert copy.slug != source.slug
     for name in EDITABLE_FIELDS - {"title"}:
         assert getattr(copy, name) == getattr(source, name), name

@@ -182,7 +182,7 @@ def test_the_api_creates_a_free_text_campaign_and_refuses_bad_limits(researcher)
     )
     bad = api.post(
         "/api/v1/campaigns/",
-        {"title": "Q", "schema": "free_text", "answer_min_length": 9, "answer_max_length": 3},
+        {"title": "Q2", "schema": "free_text", "answer_min_length": 9, "answer_max_length": 3},
         format="json",
     )
     assert bad.status_code == 400 and "at least the shortest" in json.dumps(bad.json())

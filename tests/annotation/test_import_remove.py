@@ -122,8 +122,31 @@ FILE = jsonl(
 
 
 def _upload(client, campaign, data=FILE, **extra):
+    """The upload's answer, or, when it is the redirect to the preview (POST/redirect/GET), the preview."""
     url = reverse("campaign_import", args=[campaign.slug])
-    return client.post(url, {"file": SimpleUploadedFile("new.jsonl", data), **extra})
+    response = client.post(url, {"file": SimpleUploadedFile("new.jsonl", data), **extra})
+    if response.status_code == 302 and response.url.startswith(url):
+        return client.get(response.url)
+    return response
+
+
+def test_the_preview_is_a_page_of_its_own_that_a_reload_does_not_post_again(
+    researcher_client, binary_draft, make_user, client
+):
+    url = reverse("campaign_import", args=[binary_draft.slug])
+    before = import_counts()
+    response = researcher_client.post(url, {"file": SimpleUploadedFile("new.jsonl", FILE)})
+    assert response.status_code == 302 and response.url.startswith(url) and response.url != url
+    for _ in range(2):  # a reload: the same page, by GET, nothing imported
+        page = researcher_client.get(response.url)
+        assert page.status_code == 200 and b"Import these 7 prompts" in page.content
+    assert import_counts() == before
+    # another user of the campaign (an editor) does not see the uploader's preview
+    editor = make_user("editor")
+    services.campaign_share(campaign=binary_draft, username="editor")
+    client.force_login(editor)
+    foreign = client.get(response.url, follow=True)
+    assert "That preview is too old: upload the file again." in messages_of(foreign)
 
 
 def test_an_upload_shows_what_it_would_import_and_imports_nothing(researcher_client, binary_draft):

@@ -94,14 +94,22 @@ def test_create_refuses_bad_settings_and_creates_nothing(researcher_client, over
     assert not Campaign.objects.exists()
 
 
-def test_edit_shows_the_services_refusal_for_frozen_fields(researcher_client, make_campaign):
+def test_edit_fixes_the_frozen_fields_and_says_why(researcher_client, make_campaign):
+    """Once prompts are imported the settings campaign_update refuses to change are disabled on the form,
+    with the reason beside each; a value posted for one anyway is ignored, the rest is saved."""
     campaign = make_campaign(3, k=3, launch=False)
     url = reverse("campaign_edit", args=[campaign.slug])
+    page = researcher_client.get(url).content.decode()
+    for name in ("k", "k_max", "stop_confidence", "schema", "scale_min", "scale_max"):
+        assert re.search(rf'<(input|select)[^>]*name="{name}"[^>]*disabled', page), name
+    assert not re.search(r'<input[^>]*name="title"[^>]*disabled', page)
+    assert "Fixed once prompts are imported: every imported prompt got its slots for it" in page
+    assert "Fixed once prompts are imported: the imported prompts (their gold values and options)" in page
+
     response = researcher_client.post(url, campaign_fields(title="Renamed", k=4))
-    assert response.status_code == 200
-    assert "k cannot change once prompts are imported." in response.context["form"].non_field_errors()
+    assert response.status_code == 302
     campaign.refresh_from_db()
-    assert (campaign.k, campaign.title) == (3, "Test campaign")
+    assert (campaign.k, campaign.title) == (3, "Renamed")
 
     response = researcher_client.post(url, campaign_fields(title="Renamed", k=3, instructions="New *words*"))
     assert response.status_code == 302
@@ -112,7 +120,7 @@ def test_edit_shows_the_services_refusal_for_frozen_fields(researcher_client, ma
 def test_upload_prompts_then_launch_pause_resume_close(researcher_client, researcher):
     campaign = services.campaign_create(owner=researcher, title="Life cycle", k=2)
     upload = SimpleUploadedFile("prompts.jsonl", prompts_jsonl(5), content_type="application/jsonl")
-    preview = researcher_client.post(reverse("campaign_import", args=[campaign.slug]), {"file": upload})
+    preview = researcher_client.post(reverse("campaign_import", args=[campaign.slug]), {"file": upload}, follow=True)
     assert b"Import these 5 prompts" in preview.content and not Prompt.objects.filter(campaign=campaign).exists()
     response = researcher_client.post(
         reverse("campaign_import", args=[campaign.slug]), {"upload": preview.context["upload"]}, follow=True

@@ -80,7 +80,12 @@ def test_copy_makes_a_draft_of_the_requester(researcher, make_campaign):
     copy = Campaign.objects.get(slug=body["slug"])
     assert copy.prompts.count() == 4
     default = token_client(researcher).post(f"/api/v1/campaigns/{source.slug}/copy/", format="json")
-    assert default.json()["title"] == "Copy of Source"
+    assert default.json()["title"] == "Source (copy)"
+    again = token_client(researcher).post(f"/api/v1/campaigns/{source.slug}/copy/", format="json")
+    assert again.json()["title"] == "Source (copy 2)"
+    clash = token_client(researcher).post(f"/api/v1/campaigns/{source.slug}/copy/", {"title": " second ROUND "})
+    assert clash.status_code == 400
+    assert "already has a campaign called “Second round”" in clash.json()["error"]["fields"]["title"][0]
 
 
 def test_copy_needs_the_right_to_create_campaigns_and_to_see_the_source(make_user, make_campaign):

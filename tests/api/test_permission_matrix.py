@@ -499,12 +499,18 @@ TABLE: dict[str, list[Probe]] = {
     # --- Pages: researchers -----------------------------------------------------------------------
     "": [everyone("GET", 200)],
     "campaigns/new/": [researchers("GET", 200), researchers("POST", 200)],
+    "campaigns/new/study/": [researchers("GET", 200), researchers("POST", 200)],  # POST: no file, the form again
+    # adaptive k's consequences for the campaign form's script: arithmetic, no campaign involved
+    "campaigns/new/stop-rule/": [signed_in("GET", 200, query={"k": "3", "k_max": "5"})],
     "campaigns/<slug:slug>/activity.csv": [managers("GET", 200)],  # POST: no form data, the form again
     "campaigns/<slug:slug>/": [managers("GET", 200)],
     "campaigns/<slug:slug>/edit/": [managers("GET", 200), managers("POST", 200)],  # POST: the form again
     "campaigns/<slug:slug>/import/": [managers("POST", 400)],  # no file: the form's error page
+    # an unknown preview (none was uploaded): back to the campaign page, which says so
+    "campaigns/<slug:slug>/import/<str:preview_id>/": [managers("GET", 302, kwargs={"preview_id": "none"})],
     "campaigns/<slug:slug>/controls/": [managers("POST", 400)],  # no ids: the form's error page
     "campaigns/<slug:slug>/prompts/": [managers("GET", 200)],
+    "campaigns/<slug:slug>/prompts.csv": [managers("GET", 200)],
     "campaigns/<slug:slug>/prompts/<int:prompt_id>/": [managers("GET", 200, **PROMPT)],
     "campaigns/<slug:slug>/prompts/retire/": [managers("POST", 302)],  # no ids ticked: back to the list, said so
     # Removing an import asks first: a POST without confirm=remove (the matrix posts JSON) is the page again.
@@ -606,6 +612,8 @@ TABLE: dict[str, list[Probe]] = {
     "channels/campaigns/<slug:slug>/mturk/": [managers("GET", 200), managers("POST", 400)],
     "channels/campaigns/<slug:slug>/panel/": [managers("GET", 200), managers("POST", 400)],
     "channels/publications/<int:pk>/": [managers("GET", 200)],
+    # trying the task stores nothing, so a viewer may post an answer too (acknowledged, then the next prompt)
+    "channels/publications/<int:pk>/try/": [managers("GET", 200), managers("POST", 302, viewer=302)],
     "channels/publications/<int:pk>/withdraw/": [managers("POST", 302)],
     # Prolific: no token configured, so the publishing page sends back to the channels page (which says
     # what to set); the forms' refusals come back as a message on the page they were posted from.

@@ -19,6 +19,8 @@ from annotation.channels.services.prolific import prolific_account_for
 from annotation.channels.views.prolific import prolific_page_context
 from annotation.models import Campaign
 from annotation.permissions import campaign_for_request
+from annotation.schemas import parse_int
+from annotation.selectors import WorkerProgress
 
 
 @login_required
@@ -30,6 +32,7 @@ def campaign_channels(request, slug):
         "labels_needed": selectors.labels_still_needed(campaign=campaign),
         "prolific_account": prolific_account_for(user=request.user),
         "token_form": ProlificTokenForm(),
+        "mturk_problems": selectors.mturk_setup_problems(),
     }
     return render(request, "channels/campaign_channels.html", context)
 
@@ -37,12 +40,15 @@ def campaign_channels(request, slug):
 @login_required
 def mturk_publish(request, slug):
     """The MTurk form: "Preview cost" shows rewards plus commission; "Publish" needs the total the
-    researcher saw (a changed form shows the new preview instead of publishing)."""
+    researcher saw. When the total moved since (labels arrived, so fewer are bought; or the form was
+    changed) the new preview is shown instead of publishing, with what moved it (``moved``)."""
     campaign = campaign_for_request(request, slug)
     if campaign.status == Campaign.Status.CLOSED:  # nothing to publish: the channels page says why
         return redirect("channels:campaign_channels", slug=slug)
     form = MTurkPublicationForm(request.POST or None)
     preview = None
+    moved = ""
+    labels_needed = selectors.labels_still_needed(campaign=campaign)
     status = 200
     if request.method == "POST":
         status = 400
@@ -58,7 +64,10 @@ def mturk_publish(request, slug):
                     n_assignments=clean["n_assignments"],
                     assignments_per_hit=clean["assignments_per_hit"],
                 )
-                if "publish" in request.POST and request.POST.get("confirm_total") == str(preview.total):
+                confirmed = request.POST.get("confirm_total")
+                if "publish" in request.POST and confirmed is not None and confirmed != str(preview.total):
+                    moved = _cost_moved(request.POST.get("confirm_needed", ""), labels_needed, preview.total)
+                if "publish" in request.POST and confirmed == str(preview.total):
                     try:
                         publication = services.publication_create_mturk(
                             campaign=campaign, user=request.user, options=clean
@@ -76,9 +85,24 @@ def mturk_publish(request, slug):
         "campaign": campaign,
         "form": form,
         "preview": preview,
-        "labels_needed": selectors.labels_still_needed(campaign=campaign),
+        "moved": moved,
+        "labels_needed": labels_needed,
+        "mturk_problems": selectors.mturk_setup_problems(),
     }
     return render(request, "channels/mturk_publish.html", context, status=status)
+
+
+def _cost_moved(needed_then: str, needed_now: int, total) -> str:
+    """Why the total to confirm is not the one the researcher saw: ``needed_then`` is the labels the
+    campaign still needed at the preview (the form carries it back)."""
+    then = parse_int(needed_then)
+    if then is not None and then > needed_now:
+        arrived = then - needed_now
+        return (
+            f"{arrived} label{'s' if arrived != 1 else ''} arrived since the preview; the total is now ${total}. "
+            "Check it and publish again."
+        )
+    return f"The settings changed since the preview; the total is now ${total}. Check it and publish again."
 
 
 @login_required
@@ -128,6 +152,35 @@ def _publication_page(
         context["panel_url"] = selectors.panel_study_url(publication=publication, base=base)
         context["progress"] = selectors.panel_progress(publication=publication)
     return render(request, "channels/publication_detail.html", context, status=status)
+
+
+@login_required
+def panel_try(request, pk):
+    """The task page as a panel participant sees it, for the researcher to try: a prompt of the campaign
+    (``?n=`` the how-manyth, so "another" walks through them), the same labeling form, and nothing stored.
+    No lease is taken and no label written, so no place is used: an answer posted here is only
+    acknowledged, and the next prompt shown. Whoever sees the publication may try it (it changes nothing)."""
+    publication = selectors.publication_for_user(user=request.user, pk=pk)
+    if publication.kind == Publication.Kind.MTURK:
+        raise Http404("MTurk has its own preview.")
+    n = parse_int(request.GET.get("n", "")) or 0
+    another = f"{reverse('channels:panel_try', args=[pk])}?n={n + 1}"
+    if request.method == "POST":
+        messages.info(request, "Preview: that answer was not stored, and no place was used.")
+        return redirect(another)
+    campaign = publication.campaign
+    prompt, count = selectors.panel_preview_prompt(campaign=campaign, seed=n)
+    context = {
+        "publication": publication,
+        "campaign": campaign,
+        "prompt": prompt,
+        "schema": campaign.label_schema,
+        "progress": WorkerProgress(labeled=0, left=count, more=False),
+        "client_token": "preview",
+        "form_action": f"{request.path}?n={n}",
+        "another_url": another,
+    }
+    return render(request, "channels/panel_try.html", context)
 
 
 @login_required
