@@ -15,7 +15,15 @@ functions are re-exported here, so ``audits.selectors.<function>`` names each of
 
 from .card import bootstrap_summary, comparable_campaigns, instrument_card
 from .clustering import answers_overview, clustering_version, clusters_export, prompt_clusterings
-from .feed import audit_status, dashboard_data, dashboard_version, latest_snapshot, report_download, snapshot_history
+from .feed import (
+    audit_status,
+    dashboard_data,
+    dashboard_delta,
+    dashboard_version,
+    latest_snapshot,
+    report_download,
+    snapshot_history,
+)
 from .full import campaign_label_matrix, full_audit_due, full_report_data, report_parquet, unit_name
 from .stats import (
     LabelStats,
@@ -56,6 +64,7 @@ __all__ = [
     "clusters_export",
     "comparable_campaigns",
     "dashboard_data",
+    "dashboard_delta",
     "dashboard_version",
     "full_audit_due",
     "full_report_data",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import timedelta
 
 from django.utils import timezone
@@ -36,22 +37,38 @@ def report_download(*, campaign: Campaign) -> tuple[AuditSnapshot, dict] | None:
     return snapshot, {**snapshot.data, **(ground_truths_for_report(campaign=campaign) or {})}
 
 
-def snapshot_history(*, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK, max_points: int = 300) -> list[dict]:
-    """The time series of the six numbers: at most ``max_points`` snapshots, evenly thinned, oldest first."""
-    rows = list(
-        AuditSnapshot.objects.filter(campaign=campaign, kind=kind).order_by("watermark").values_list("pk", flat=True)
-    )
-    if len(rows) > max_points:
-        step = (len(rows) - 1) / (max_points - 1)
-        rows = sorted({rows[round(i * step)] for i in range(max_points)})
+# The keys each point of the history series carries (besides its watermark and time): the series the
+# dashboard's history chart draws, listed here once.
+HISTORY_KEYS = NOISE_KEYS
+
+
+HISTORY_POINTS = 300
+
+
+def snapshot_history(
+    *, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK, max_points: int = HISTORY_POINTS
+) -> list[dict]:
+    """The time series of the six numbers: at most ``max_points`` snapshots, oldest first.
+
+    Thinned by a power-of-two stride over the snapshots in watermark order (every one, every second,
+    every fourth…: the smallest stride that keeps at most ``max_points``), the newest always kept. A
+    new snapshot leaves the points before the newest as they were until the stride doubles (saving a
+    snapshot thins only the last seconds, ``HISTORY_RESOLUTION``), so a client that holds the series
+    needs only its tail (:func:`dashboard_delta`)."""
+    snapshots = AuditSnapshot.objects.filter(campaign=campaign, kind=kind)
+    rows = list(snapshots.order_by("watermark", "pk").values_list("pk", flat=True))
+    stride = 1
+    while (len(rows) - 1) // stride + 2 > max_points:
+        stride *= 2
+    chosen = rows[::stride] + rows[-1:] if len(rows) > max_points else rows
     out = []
     for row in (
-        AuditSnapshot.objects.filter(pk__in=rows)
-        .order_by("watermark")
-        .values("watermark", "computed_at", *(f"data__{k}" for k in NOISE_KEYS))
+        AuditSnapshot.objects.filter(pk__in=set(chosen))
+        .order_by("watermark", "pk")
+        .values("watermark", "computed_at", *(f"data__{k}" for k in HISTORY_KEYS))
     ):
         point = {"watermark": row["watermark"], "computed_at": row["computed_at"].isoformat()}
-        point.update({k: row[f"data__{k}"] for k in NOISE_KEYS})
+        point.update({k: row[f"data__{k}"] for k in HISTORY_KEYS})
         out.append(point)
     return out
 
@@ -263,3 +280,76 @@ def dashboard_data(*, campaign: Campaign, have_full: int = -1, status: dict | No
         "ground_truths": truths,
         "free_text": free_text_feed(campaign=campaign),
     }
+
+
+# ---------------------------------------------------------------------------------- the delta feed
+# ``data.json?since=<token>``: the feed's top-level keys are its pieces, each sent again only when it
+# changed since the token the client got with its last answer (the heavy ones: the workers table, the
+# history series, the full report). The history is sent as a tail when the client's series is still a
+# prefix of the current one. Without ``since`` the feed is :func:`dashboard_data`, whole.
+DELTA_PIECES = (
+    "campaign",
+    "numbers",
+    "status",
+    "quick",
+    "history",
+    "workers",
+    "ambiguous",
+    "full",
+    "ground_truths",
+    "free_text",
+)
+_DIGEST_CHARS = 10
+_TOKEN_PART = re.compile(
+    rf"^(?P<piece>[a-z_]+):(?P<digest>[0-9a-f]{{{_DIGEST_CHARS}}})"
+    rf"(?::(?P<n>[0-9]+):(?P<prefix>[0-9a-f]{{{_DIGEST_CHARS}}}))?$"
+)
+# The history points a token vouches for besides its digest: all but the last few, which thinning may
+# still replace (the newest snapshot of each HISTORY_RESOLUTION window replaces the ones before it).
+_HISTORY_UNSETTLED = 2
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:_DIGEST_CHARS]
+
+
+def delta_token_parse(since: str) -> dict[str, tuple[str, int | None, str | None]]:
+    """A token :func:`dashboard_delta` gave (``piece:digest`` parts, comma-separated; the history's
+    with ``:n:digest`` of its first n points) as ``{piece: (digest, n, prefix digest)}``; the empty
+    token (a client that has nothing yet) as ``{}``. Raises ValueError naming what is wrong."""
+    known = {}
+    for part in filter(None, since.split(",")):
+        found = _TOKEN_PART.match(part)
+        if found is None or found["piece"] not in DELTA_PIECES:
+            raise ValueError(f"since: {part[:40]!r} is not a part of a token this feed gave")
+        known[found["piece"]] = (found["digest"], int(found["n"]) if found["n"] else None, found["prefix"])
+    return known
+
+
+def dashboard_delta(*, campaign: Campaign, since: str, have_full: int = -1, status: dict | None = None) -> dict:
+    """What changed in :func:`dashboard_data` since the client's token ``since``
+    (:func:`delta_token_parse`; raises ValueError on a malformed one).
+
+    ``{"now", "since": the new token, "changed": {piece: value} (the pieces whose digest differs from
+    the token's), "history_tail": {"keep": n, "points": [...]} or absent}``: the client replaces each
+    changed piece, and with a history tail keeps the first n points of its series and appends the
+    points. The tail is sent when the first n points the token vouches for are still the first n of
+    the series (their digest matches); else the history is a changed piece like any other."""
+    known = delta_token_parse(since)
+    data = dashboard_data(campaign=campaign, have_full=have_full, status=status)
+    # The status's age moves with the clock alone (as "now" does): it does not make the status new.
+    status = {k: v for k, v in data["status"].items() if k != "age_seconds"}
+    digests = {piece: _digest(status if piece == "status" else data[piece]) for piece in DELTA_PIECES}
+    changed = {piece: data[piece] for piece in DELTA_PIECES if known.get(piece, (None,))[0] != digests[piece]}
+    out = {"now": data["now"]}
+    history = data["history"]
+    _, keep, prefix = known.get("history", (None, None, None))
+    if "history" in changed and keep is not None and keep <= len(history) and _digest(history[:keep]) == prefix:
+        del changed["history"]
+        out["history_tail"] = {"keep": keep, "points": history[keep:]}
+    settled = max(0, len(history) - _HISTORY_UNSETTLED)
+    parts = [f"{piece}:{digests[piece]}" for piece in DELTA_PIECES]
+    parts[DELTA_PIECES.index("history")] += f":{settled}:{_digest(history[:settled])}"
+    out["since"] = ",".join(parts)
+    out["changed"] = changed
+    return out
