@@ -1,0 +1,126 @@
+"""The dashboard in headless Chromium, at 1280x800 and on a 390x844 phone: its tables fit without
+scrolling sideways with the flags in view, workers show their standing (blocked, excluded, flagged)
+with counts and link to their worker page, and the page polls its feed only while it is seen.
+
+The demo's campaign and crowd replayed through the real services (``demo``), both audits computed;
+the task bodies run here (``enqueued`` stands in for the broker); the page is served by a live server.
+"""
+
+import os
+
+import pytest
+from django.urls import reverse
+
+from annotation.models import Worker
+from annotation.services.quality import worker_act
+from tests.helpers import PHONE, page_problems, share_session
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Every table container of the dashboard fits its card: nothing to scroll sideways inside it either.
+OVERFLOWING = """() => [...document.querySelectorAll('#dashboard .table-scroll')]
+  .filter(box => !box.closest('[hidden]') && box.scrollWidth > box.clientWidth + 1)
+  .map(box => box.getAttribute('aria-label') + ': ' + box.scrollWidth + ' > ' + box.clientWidth)"""
+# Pretend the tab is hidden (or seen again): what the browser does when the researcher switches tabs.
+VISIBILITY = """hidden => {
+  Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => hidden ? 'hidden' : 'visible'});
+  Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});
+  document.dispatchEvent(new Event('visibilitychange'));
+}"""
+
+
+@pytest.fixture
+def standing(demo, researcher):
+    """The demo campaign with one worker blocked, one flagged by the researcher and one excluded."""
+    campaign, personalities = demo
+    names = sorted(personalities)
+    workers = [Worker.objects.get(channel="sim", external_id=name.split(":", 1)[1]) for name in names[:3]]
+    for kind, worker in zip(("block", "flag", "exclude"), workers):
+        worker_act(kind=kind, campaign=campaign, worker=worker, by=researcher, reason=f"{kind} for the test")
+    return campaign, dict(zip(("blocked", "flagged", "excluded"), workers))
+
+
+def _open(new_page, live_server, client, researcher, campaign, **context):
+    page = new_page(**context)
+    client.force_login(researcher)
+    share_session(page.context, client, live_server.url)
+    problems = page_problems(page, http=True)
+    page.goto(f"{live_server.url}{reverse('audit_dashboard', args=[campaign.slug])}")
+    page.wait_for_selector("#workers-body tr[data-worker]")
+    return page, problems
+
+
+def _shot(page, name, tmp_path):
+    folder = os.environ.get("CHORUS_DASHBOARD_SCREENSHOTS")
+    page.screenshot(path=os.path.join(folder or str(tmp_path), f"{name}.png"), full_page=True)
+    for table in ("workers", "agreement"):
+        card = page.locator("section.card", has=page.locator(f"#{table}-body"))
+        card.screenshot(path=os.path.join(folder or str(tmp_path), f"{name}-{table}.png"))
+
+
+def test_at_1280_the_tables_fit_with_the_flags_and_standing_in_view(
+    new_page, live_server, client, researcher, standing, enqueued, tmp_path
+):
+    from playwright.sync_api import expect
+
+    campaign, workers = standing
+    page, problems = _open(new_page, live_server, client, researcher, campaign, viewport={"width": 1280, "height": 800})
+    expect(page.locator("#download-json")).to_be_visible()  # the full audit is drawn too
+    _shot(page, "dashboard-1280", tmp_path)
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    assert page.evaluate(OVERFLOWING) == []
+    # every flag of every worker is on screen horizontally (within the window's width)
+    flags = page.locator("#workers-body .flag")
+    assert flags.count() > 0
+    right = page.evaluate("document.documentElement.clientWidth")
+    for box in flags.evaluate_all("nodes => nodes.map(n => n.getBoundingClientRect().toJSON())"):
+        assert box["width"] > 0 and 0 <= box["left"] and box["right"] <= right, box
+    # standing: a badge per worker who has one, the counts above the table
+    for word, worker in workers.items():
+        row = page.locator(f'#workers-body tr[data-worker-pk="{worker.pk}"]')
+        expect(row.locator(f".badge-{word}")).to_have_text(word)
+        link = row.locator("a.worker-link")
+        expect(link).to_have_attribute("href", f"/campaigns/{campaign.slug}/workers/{worker.pk}/")
+    expect(page.locator("#standing-counts")).to_have_text(
+        "12 workers: 1 blocked, 1 excluded from the audit, 1 flagged."
+    )
+    assert not problems, problems
+
+
+def test_on_a_phone_the_workers_are_cards_and_nothing_scrolls_sideways(
+    new_page, live_server, client, researcher, standing, enqueued, tmp_path
+):
+    from playwright.sync_api import expect
+
+    campaign, workers = standing
+    page, problems = _open(new_page, live_server, client, researcher, campaign, **PHONE)
+    page.wait_for_function("() => document.querySelectorAll('#agreement-body tr[data-key]').length")
+    _shot(page, "dashboard-390", tmp_path)
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    assert page.evaluate(OVERFLOWING) == []
+    row = page.locator(f'#workers-body tr[data-worker-pk="{workers["blocked"].pk}"]')
+    assert row.evaluate("tr => getComputedStyle(tr).display") == "block"  # a card, its cells stacked
+    expect(row.locator(".badge-blocked")).to_be_visible()
+    assert not problems, problems
+
+
+def test_the_page_polls_only_while_it_is_seen(new_page, live_server, client, researcher, demo, enqueued):
+    campaign, _ = demo
+    page, problems = _open(new_page, live_server, client, researcher, campaign, viewport={"width": 1280, "height": 800})
+    feed = reverse("audit_dashboard_data", args=[campaign.slug])
+    polls = []
+    page.on("request", lambda r: feed in r.url and polls.append(r.url))
+    page.wait_for_timeout(4500)  # every 2 s while seen
+    assert len(polls) >= 2, polls
+    assert all("since=" in url for url in polls)  # the delta feed
+    page.evaluate(VISIBILITY, True)
+    page.wait_for_timeout(500)  # a poll already on its way may still land
+    hidden_from = len(polls)
+    page.wait_for_timeout(5000)
+    assert len(polls) == hidden_from, polls[hidden_from:]
+    page.evaluate(VISIBILITY, False)
+    page.wait_for_timeout(300)  # seen again: a poll at once, not after the next 2 s
+    assert len(polls) == hidden_from + 1, polls[hidden_from:]
+    page.wait_for_timeout(4500)
+    assert len(polls) >= hidden_from + 3  # and polling again
+    assert not problems, problems
