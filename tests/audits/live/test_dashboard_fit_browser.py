@@ -7,6 +7,7 @@ the task bodies run here (``enqueued`` stands in for the broker); the page is se
 """
 
 import os
+import re
 
 import pytest
 from django.urls import reverse
@@ -53,6 +54,7 @@ def _open(new_page, live_server, client, researcher, campaign, **context):
 def _shot(page, name, tmp_path):
     folder = os.environ.get("CHORUS_DASHBOARD_SCREENSHOTS")
     page.screenshot(path=os.path.join(folder or str(tmp_path), f"{name}.png"), full_page=True)
+    page.locator("#workers-body tr").first.screenshot(path=os.path.join(folder or str(tmp_path), f"{name}-row.png"))
     for table in ("workers", "agreement"):
         card = page.locator("section.card", has=page.locator(f"#{table}-body"))
         card.screenshot(path=os.path.join(folder or str(tmp_path), f"{name}-{table}.png"))
@@ -84,6 +86,19 @@ def test_at_1280_the_tables_fit_with_the_flags_and_standing_in_view(
     expect(page.locator("#standing-counts")).to_have_text(
         "12 workers: 1 blocked, 1 excluded from the audit, 1 flagged."
     )
+    flagged = page.locator(f'#workers-body tr[data-worker-pk="{workers["flagged"].pk}"] .badge-flagged')
+    expect(flagged).to_have_attribute("title", "flag for the test")
+    # what the page says is in words: no raw timestamp, no key_with_underscores, no "1 workers"
+    said = page.evaluate("document.querySelector('#dashboard').innerText")
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", said), re.search(r".{40}\d{4}-\d\d-\d\dT.{20}", said)
+    assert not re.search(r"\b[a-z]+_[a-z_]+\b", said), re.findall(r".{30}\b[a-z]+_[a-z_]+\b.{10}", said)
+    assert not re.search(r"\b1 (workers|labels|prompts)\b", said)
+    # a flag's reason opens under its name
+    outlier = page.locator("#workers-body details.flag").first
+    assert outlier.locator(".flag-why").is_hidden()
+    outlier.locator("summary").click()
+    expect(outlier.locator(".flag-why")).to_be_visible()
+    assert page.evaluate(OVERFLOWING) == []
     assert not problems, problems
 
 
