@@ -99,7 +99,35 @@ def test_at_1280_the_tables_fit_with_the_flags_and_standing_in_view(
     outlier.locator("summary").click()
     expect(outlier.locator(".flag-why")).to_be_visible()
     assert page.evaluate(OVERFLOWING) == []
+
+    # the widest table: every optional column (controls, Dawid–Skene skill) and more flags, with the feed's
+    # rows widened on their way to the page
+    page.route(f"**{reverse('audit_dashboard_data', args=[campaign.slug])}*", _widest)
+    page.reload()
+    expect(page.locator("th.controls-only")).to_be_visible()
+    expect(page.locator("th.skill-only")).to_be_visible()
+    expect(page.locator("#workers-body .flag-control-accuracy").first).to_be_visible()
+    _shot(page, "dashboard-1280-widest", tmp_path)
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    assert page.evaluate(OVERFLOWING) == []
+    for box in flags.evaluate_all("nodes => nodes.map(n => n.getBoundingClientRect().toJSON())"):
+        assert box["width"] > 0 and 0 <= box["left"] and box["right"] <= right, box
     assert not problems, problems
+
+
+def _widest(route):
+    """The feed with every worker answering controls, a Dawid–Skene skill and the quality flags."""
+    response = route.fetch()
+    body = response.json()
+    rows = (body.get("changed") or body).get("workers") or []
+    for row in rows:
+        row.update(n_controls=24, n_correct=17, control_accuracy=0.708, control_ci=[0.508, 0.851], ds_skill=0.912)
+        row.update(median_seconds=12.3, speed_ratio=0.21, bias=-0.123, bias_ci=[-0.234, -0.012], n_compared=140)
+        row["flags"] = row["flags"] + [
+            {"kind": "control_accuracy", "text": "control accuracy: 0.71 [0.51, 0.85] after 24 controls, below 0.93"},
+            {"kind": "too_fast", "text": "too fast: median 1.2 s per label, 21 % of the campaign's median of 5.8 s"},
+        ]
+    route.fulfill(response=response, json=body)
 
 
 def test_on_a_phone_the_workers_are_cards_and_nothing_scrolls_sideways(
