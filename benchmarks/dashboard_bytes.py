@@ -145,7 +145,7 @@ class Stream:
         from annotation.models import Lease, Participation, Slot
 
         now = timezone.now()
-        slots = list(Slot.objects.filter(campaign=campaign).order_by("prompt_id", "index").values_list("pk", "prompt_id"))
+        slots = Slot.objects.filter(campaign=campaign).order_by("prompt_id", "index").values_list("pk", "prompt_id")
         Lease.objects.bulk_create(
             Lease(
                 campaign=campaign,
@@ -155,14 +155,14 @@ class Stream:
                 created_at=now,
                 expires_at=now + timedelta(days=1),
             )
-            for i, (slot_id, prompt_id) in enumerate(slots)
+            for i, (slot_id, prompt_id) in enumerate(list(slots))
         )
         Participation.objects.bulk_create(Participation(campaign=campaign, worker=w) for w in workers)
         self.campaign = campaign
         self.leases = list(
-            Lease.objects.filter(campaign=campaign).order_by("prompt_id", "slot__index").values_list(
-                "pk", "prompt_id", "worker_id", "slot_id", "created_at"
-            )
+            Lease.objects.filter(campaign=campaign)
+            .order_by("prompt_id", "slot__index")
+            .values_list("pk", "prompt_id", "worker_id", "slot_id", "created_at")
         )
         self.done = 0
 
