@@ -328,14 +328,16 @@
     if (parts[1]) td.appendChild(el("span", parts[1], "detail"));
     return td;
   }
-  /* A flag: its name always in view, its sentence ("name: why") folded under it. */
+  /* A flag: its name always in view, its sentence folded under it (the text goes on from the name when
+     it starts with it: "straight-lining: answers 1 to…", "control accuracy 0.40 [0.17, 0.69] after…"). */
+  var FLAG_NAMES = { straight_lining: "straight-lining", outlier: "outlier", underpowered: "underpowered",
+                     control_accuracy: "control accuracy", too_fast: "too fast", excluded: "excluded" };
   function flag(f) {
-    var cls = "flag flag-" + f.kind.replace(/_/g, "-");
-    var colon = f.text.indexOf(":");
-    if (colon < 0) return el("span", f.text, cls);
-    var box = el("details", null, cls);
-    box.appendChild(el("summary", f.text.slice(0, colon)));
-    box.appendChild(el("span", f.text.slice(colon), "flag-why"));
+    var box = el("details", null, "flag flag-" + f.kind.replace(/_/g, "-"));
+    var name = FLAG_NAMES[f.kind] || f.kind.replace(/_/g, " ");
+    var starts = f.text.slice(0, name.length) === name;
+    box.appendChild(el("summary", name));
+    box.appendChild(el("span", starts ? f.text.slice(name.length) : " — " + f.text, "flag-why"));
     return box;
   }
 

@@ -124,7 +124,10 @@ def _widest(route):
         row.update(n_controls=24, n_correct=17, control_accuracy=0.708, control_ci=[0.508, 0.851], ds_skill=0.912)
         row.update(median_seconds=12.3, speed_ratio=0.21, bias=-0.123, bias_ci=[-0.234, -0.012], n_compared=140)
         row["flags"] = row["flags"] + [
-            {"kind": "control_accuracy", "text": "control accuracy: 0.71 [0.51, 0.85] after 24 controls, below 0.93"},
+            {
+                "kind": "control_accuracy",
+                "text": "control accuracy 0.71 [0.51, 0.85] after 24 controls (the other workers: 0.93)",
+            },
             {"kind": "too_fast", "text": "too fast: median 1.2 s per label, 21 % of the campaign's median of 5.8 s"},
         ]
     route.fulfill(response=response, json=body)
