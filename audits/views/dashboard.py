@@ -27,6 +27,7 @@ from audits.engine.markdown import render_markdown
 from audits.engine.truths import METHODS
 from audits.models import AuditSnapshot
 from audits.selectors import truths
+from audits.selectors.feed import delta_token_parse
 from audits.selectors.full import full_audit_skip_reason
 
 POLL_MS = 2000
@@ -61,6 +62,11 @@ def feed_response(request, *, campaign, have_full: int, respond, since: str | No
     With ``since`` (a token of the delta feed, "" for a client that has nothing yet) the body is
     ``selectors.dashboard_delta``: only the pieces that changed since that token; its tag differs from
     the whole feed's, and a malformed token answers 400 naming it."""
+    if since is not None:
+        try:
+            delta_token_parse(since)
+        except ValueError as error:
+            return respond({"error": str(error)}, status=400)
     status = selectors.audit_status(campaign=campaign)
     version = selectors.dashboard_version(campaign=campaign, status=status, have_full=have_full)
     etag = quote_etag(version if since is None else version + "-delta")
@@ -68,11 +74,9 @@ def feed_response(request, *, campaign, have_full: int, respond, since: str | No
     if response is None and since is None:
         response = respond(selectors.dashboard_data(campaign=campaign, have_full=have_full, status=status))
     elif response is None:
-        try:
-            delta = selectors.dashboard_delta(campaign=campaign, since=since, have_full=have_full, status=status)
-        except ValueError as error:
-            return respond({"error": str(error)}, status=400)
-        response = respond(delta)
+        response = respond(
+            selectors.dashboard_delta(campaign=campaign, since=since, have_full=have_full, status=status)
+        )
     response["ETag"] = etag
     return response
 
