@@ -84,6 +84,9 @@ class Dashboard:
             tail = body.get("history_tail")
             if tail:
                 self.feed["history"] = self.feed["history"][: tail["keep"]] + tail["points"]
+            for name, patch in body.get("row_patches", {}).items():
+                held = {row[patch["key"]]: row for row in self.feed[name]}
+                self.feed[name] = [{**held.get(i, {}), **patch["rows"].get(i, {})} for i in patch["order"]]
             self.since = body["since"]
         else:
             self.feed = body

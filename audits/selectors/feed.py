@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from datetime import timedelta
 
+from django.core.cache import cache
 from django.utils import timezone
 
 from annotation.models import Campaign
@@ -20,6 +22,8 @@ from audits.selectors.full import full_audit_skip_reason
 from audits.selectors.stats import campaign_totals
 from audits.selectors.tables import agreement_rows, ambiguous_units, worker_table
 from audits.selectors.truths import ground_truths_for_report, ground_truths_summary, ground_truths_version
+
+logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------- snapshots
@@ -309,6 +313,50 @@ _TOKEN_PART = re.compile(
 _HISTORY_UNSETTLED = 2
 
 
+# Pieces that are lists of rows, by the field that names a row: sent as a patch (each row's changed
+# fields, the rows' order) when the piece the client holds is still in the cache under its digest.
+ROW_PIECES = {"workers": "worker"}
+_HELD_SECONDS = 300
+
+
+def _held_key(campaign: Campaign, piece: str, digest: str) -> str:
+    return f"audits:dashboard:{campaign.pk}:{piece}:{digest}"
+
+
+def _held(campaign: Campaign, piece: str, digest: str | None):
+    """The piece a client holds, from the cache (None: not there, or the cache is unreachable)."""
+    if digest is None:
+        return None
+    try:
+        return cache.get(_held_key(campaign, piece, digest))
+    except Exception:  # a dead cache costs bytes, never the answer
+        logger.warning("dashboard delta: cache unreachable", exc_info=True)
+        return None
+
+
+def _hold(campaign: Campaign, piece: str, digest: str, value) -> None:
+    try:
+        cache.set(_held_key(campaign, piece, digest), value, timeout=_HELD_SECONDS)
+    except Exception:
+        logger.warning("dashboard delta: cache unreachable", exc_info=True)
+
+
+_ABSENT = object()
+
+
+def _row_patch(old: list[dict], new: list[dict], key: str) -> dict:
+    """``{"key", "order": the rows' names in order, "rows": {name: the fields that differ from the
+    held row, all of them for a new row}}``; a row that did not change is left out of ``rows``."""
+    before = {row[key]: row for row in old}
+    rows = {}
+    for row in new:
+        held = before.get(row[key], {})
+        fields = {field: value for field, value in row.items() if held.get(field, _ABSENT) != value}
+        if fields:
+            rows[row[key]] = fields
+    return {"key": key, "order": [row[key] for row in new], "rows": rows}
+
+
 def _digest(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:_DIGEST_CHARS]
 
@@ -334,7 +382,10 @@ def dashboard_delta(*, campaign: Campaign, since: str, have_full: int = -1, stat
     the token's), "history_tail": {"keep": n, "points": [...]} or absent}``: the client replaces each
     changed piece, and with a history tail keeps the first n points of its series and appends the
     points. The tail is sent when the first n points the token vouches for are still the first n of
-    the series (their digest matches); else the history is a changed piece like any other."""
+    the series (their digest matches); else the history is a changed piece like any other. A row piece
+    (``ROW_PIECES``: the workers table) whose held version the cache still has comes as
+    ``"row_patches": {piece: _row_patch(...)}``: the client rebuilds the rows in that order, each from
+    its held row and the fields sent."""
     known = delta_token_parse(since)
     data = dashboard_data(campaign=campaign, have_full=have_full, status=status)
     # The status's age moves with the clock alone (as "now" does): it does not make the status new.
@@ -347,6 +398,14 @@ def dashboard_delta(*, campaign: Campaign, since: str, have_full: int = -1, stat
     if "history" in changed and keep is not None and keep <= len(history) and _digest(history[:keep]) == prefix:
         del changed["history"]
         out["history_tail"] = {"keep": keep, "points": history[keep:]}
+    for piece, key in ROW_PIECES.items():
+        if piece not in changed:
+            continue
+        _hold(campaign, piece, digests[piece], data[piece])
+        old = _held(campaign, piece, known.get(piece, (None,))[0])
+        if old is not None:
+            del changed[piece]
+            out.setdefault("row_patches", {})[piece] = _row_patch(old, data[piece], key)
     settled = max(0, len(history) - _HISTORY_UNSETTLED)
     parts = [f"{piece}:{digests[piece]}" for piece in DELTA_PIECES]
     parts[DELTA_PIECES.index("history")] += f":{settled}:{_digest(history[:settled])}"

@@ -557,12 +557,26 @@
     return copy;
   }
 
+  /* Rows rebuilt from the held ones and a patch: in the patch's order, each held row with the fields sent. */
+  function patched(rows, patch) {
+    var held = {};
+    rows.forEach(function (r) { held[r[patch.key]] = r; });
+    return patch.order.map(function (id) {
+      var row = {}, base = held[id] || {}, fields = patch.rows[id] || {}, f;
+      for (f in base) row[f] = base[f];
+      for (f in fields) row[f] = fields[f];
+      return row;
+    });
+  }
+
   /* A delta (audits/selectors/feed.py dashboard_delta) merged into the feed the page knows. */
   function merge(delta) {
     var feed = state.feed || {};
     for (var piece in delta.changed) feed[piece] = delta.changed[piece];
     var tail = delta.history_tail;
     if (tail) feed.history = (feed.history || []).slice(0, tail.keep).concat(tail.points);
+    var patches = delta.row_patches || {};
+    for (var name in patches) feed[name] = patched(feed[name] || [], patches[name]);
     feed.now = delta.now;
     state.feed = feed;
     state.since = delta.since;

@@ -59,18 +59,51 @@ def test_the_first_delta_has_every_piece_and_an_unchanged_feed_answers_304_or_no
     assert quiet.status_code == 200 and quiet.json()["changed"] == {} and len(quiet.content) < 600
 
 
+def _merged(held: dict, delta: dict) -> dict:
+    """A delta merged into the feed a client holds, as dashboard.js merges it."""
+    feed = {**held, **delta["changed"], "now": delta["now"]}
+    if "history_tail" in delta:
+        tail = delta["history_tail"]
+        feed["history"] = feed["history"][: tail["keep"]] + tail["points"]
+    for name, patch in delta.get("row_patches", {}).items():
+        rows = {row[patch["key"]]: row for row in feed[name]}
+        feed[name] = [{**rows.get(i, {}), **patch["rows"].get(i, {})} for i in patch["order"]]
+    return feed
+
+
 def test_a_new_label_sends_the_status_then_the_snapshot_s_pieces_with_the_history_as_a_tail(feed, audited):
-    d = feed(since="", have_full=8).json()
+    first = feed(since="", have_full=8).json()
+    held = {**first["changed"], "now": first["now"]}
     _labels(audited, [1])
-    behind = feed(since=d["since"], have_full=8).json()
-    # live statistics move at once (the labels of the workers and prompts); the snapshot's pieces wait for it
-    assert set(behind["changed"]) == {"status", "workers", "ambiguous"} and behind["changed"]["status"]["behind"] == 1
+    behind = feed(since=first["since"], have_full=8).json()
+    # live statistics move at once (the new worker's row, the prompt's labels); the snapshot's pieces wait
+    assert set(behind["changed"]) == {"status", "ambiguous"} and behind["changed"]["status"]["behind"] == 1
+    patch = behind["row_patches"]["workers"]
+    assert len(patch["order"]) == 9 and list(patch["rows"]) == [patch["order"][-1]]  # only the new worker's row
+    assert patch["rows"][patch["order"][-1]]["labels"] == 1
+    held = _merged(held, behind)
     audit_services.audit_refresh(campaign_id=audited.pk)
     fresh = feed(since=behind["since"], have_full=8).json()
-    assert {"status", "quick", "workers"} <= set(fresh["changed"]) and "history" not in fresh["changed"]
+    assert {"status", "quick"} <= set(fresh["changed"]) and "history" not in fresh["changed"]
     assert "full" not in fresh["changed"] and "numbers" not in fresh["changed"]
     assert fresh["history_tail"]["keep"] == 0 and [p["watermark"] for p in fresh["history_tail"]["points"]] == [9]
     assert fresh["changed"]["quick"]["watermark"] == 9
+    held = _merged(held, fresh)
+    whole = feed(have_full=8).json()
+    for d in (held, whole):
+        d.pop("now")
+        d["status"].pop("age_seconds")
+    assert held == whole  # the client's merged feed is the whole feed
+
+
+def test_without_the_held_rows_in_the_cache_the_workers_come_whole(feed, audited):
+    from django.core.cache import cache
+
+    first = feed(since="", have_full=8).json()
+    _labels(audited, [1])
+    cache.clear()
+    delta = feed(since=first["since"], have_full=8).json()
+    assert "row_patches" not in delta and len(delta["changed"]["workers"]) == 9
 
 
 def _snapshot(campaign, watermark):
