@@ -520,7 +520,7 @@
      each registers a function that gets every feed render gets, and draws with the helpers above. Deferred
      scripts run in order, so they register before the first poll answers. */
   var sections = [];
-  window.chorusDashboard = { root: root, sections: sections, helpers: { $: $, fmt: fmt, text: text, el: el, cell: cell } };
+  window.chorusDashboard = { root: root, sections: sections, helpers: { $: $, fmt: fmt, text: text, el: el, cell: cell, count: count } };
 
   function render(d) {
     state.numbers = d.numbers;
