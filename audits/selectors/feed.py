@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import re
 from datetime import timedelta
 
+from django.core.cache import cache
 from django.utils import timezone
 
 from annotation.models import Campaign
@@ -19,6 +22,8 @@ from audits.selectors.full import full_audit_skip_reason
 from audits.selectors.stats import campaign_totals
 from audits.selectors.tables import agreement_rows, ambiguous_units, worker_table
 from audits.selectors.truths import ground_truths_for_report, ground_truths_summary, ground_truths_version
+
+logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------- snapshots
@@ -36,28 +41,43 @@ def report_download(*, campaign: Campaign) -> tuple[AuditSnapshot, dict] | None:
     return snapshot, {**snapshot.data, **(ground_truths_for_report(campaign=campaign) or {})}
 
 
+# The keys each point of the history series carries (besides its watermark and time): the series the
+# dashboard's history chart draws, listed here once.
+HISTORY_KEYS = NOISE_KEYS
+
+
+HISTORY_POINTS = 300
+
+
 def _thinned(*, campaign: Campaign, kind: str, max_points: int) -> list[int]:
-    """The keys of at most ``max_points`` of the campaign's snapshots of a kind, evenly spread over its history."""
-    rows = list(
-        AuditSnapshot.objects.filter(campaign=campaign, kind=kind).order_by("watermark").values_list("pk", flat=True)
-    )
-    if len(rows) > max_points:
-        step = (len(rows) - 1) / (max_points - 1)
-        rows = sorted({rows[round(i * step)] for i in range(max_points)})
-    return rows
+    """The keys of at most ``max_points`` of the campaign's snapshots of a kind, oldest first.
+
+    Thinned by a power-of-two stride over the snapshots in watermark order (every one, every second,
+    every fourth…: the smallest stride that keeps at most ``max_points``), the newest always kept. A
+    new snapshot leaves the points before the newest as they were until the stride doubles (saving a
+    snapshot thins only the last seconds, ``HISTORY_RESOLUTION``), so a client that holds the series
+    needs only its tail (:func:`dashboard_delta`)."""
+    snapshots = AuditSnapshot.objects.filter(campaign=campaign, kind=kind)
+    rows = list(snapshots.order_by("watermark", "pk").values_list("pk", flat=True))
+    stride = 1
+    while (len(rows) - 1) // stride + 2 > max_points:
+        stride *= 2
+    return rows[::stride] + rows[-1:] if len(rows) > max_points else rows
 
 
-def snapshot_history(*, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK, max_points: int = 300) -> list[dict]:
-    """The time series of the six numbers: at most ``max_points`` snapshots, evenly thinned, oldest first."""
-    rows = _thinned(campaign=campaign, kind=kind, max_points=max_points)
+def snapshot_history(
+    *, campaign: Campaign, kind: str = AuditSnapshot.Kind.QUICK, max_points: int = HISTORY_POINTS
+) -> list[dict]:
+    """The time series of the six numbers: at most ``max_points`` snapshots (:func:`_thinned`), oldest first."""
+    chosen = _thinned(campaign=campaign, kind=kind, max_points=max_points)
     out = []
     for row in (
-        AuditSnapshot.objects.filter(pk__in=rows)
-        .order_by("watermark")
-        .values("watermark", "computed_at", *(f"data__{k}" for k in NOISE_KEYS))
+        AuditSnapshot.objects.filter(pk__in=set(chosen))
+        .order_by("watermark", "pk")
+        .values("watermark", "computed_at", *(f"data__{k}" for k in HISTORY_KEYS))
     ):
         point = {"watermark": row["watermark"], "computed_at": row["computed_at"].isoformat()}
-        point.update({k: row[f"data__{k}"] for k in NOISE_KEYS})
+        point.update({k: row[f"data__{k}"] for k in HISTORY_KEYS})
         out.append(point)
     return out
 
@@ -76,10 +96,10 @@ def agreement_point(agreement: dict | None) -> dict:
     }
 
 
-def agreement_history(*, campaign: Campaign, max_points: int = 300) -> list[dict]:
+def agreement_history(*, campaign: Campaign, max_points: int = HISTORY_POINTS) -> list[dict]:
     """α and AC1 over time, one point per full audit (they are computed at the full audit's cadence,
     on the label matrix): ``watermark``, ``computed_at`` and :func:`agreement_point`; at most
-    ``max_points``, evenly thinned, oldest first."""
+    ``max_points`` (:func:`_thinned`), oldest first."""
     rows = _thinned(campaign=campaign, kind=AuditSnapshot.Kind.FULL, max_points=max_points)
     return [
         {
@@ -87,8 +107,8 @@ def agreement_history(*, campaign: Campaign, max_points: int = 300) -> list[dict
             "computed_at": row["computed_at"].isoformat(),
             **agreement_point(row["data__agreement"]),
         }
-        for row in AuditSnapshot.objects.filter(pk__in=rows)
-        .order_by("watermark")
+        for row in AuditSnapshot.objects.filter(pk__in=set(rows))
+        .order_by("watermark", "pk")
         .values("watermark", "computed_at", "data__agreement")
     ]
 
@@ -302,3 +322,132 @@ def dashboard_data(*, campaign: Campaign, have_full: int = -1, status: dict | No
         "ground_truths": truths,
         "free_text": free_text_feed(campaign=campaign),
     }
+
+
+# ---------------------------------------------------------------------------------- the delta feed
+# ``data.json?since=<token>``: the feed's top-level keys are its pieces, each sent again only when it
+# changed since the token the client got with its last answer (the heavy ones: the workers table, the
+# history series, the full report). The history is sent as a tail when the client's series is still a
+# prefix of the current one. Without ``since`` the feed is :func:`dashboard_data`, whole.
+DELTA_PIECES = (
+    "campaign",
+    "numbers",
+    "status",
+    "quick",
+    "history",
+    "agreement_history",
+    "workers",
+    "ambiguous",
+    "full",
+    "ground_truths",
+    "free_text",
+)
+_DIGEST_CHARS = 10
+_TOKEN_PART = re.compile(
+    rf"^(?P<piece>[a-z_]+):(?P<digest>[0-9a-f]{{{_DIGEST_CHARS}}})"
+    rf"(?::(?P<n>[0-9]+):(?P<prefix>[0-9a-f]{{{_DIGEST_CHARS}}}))?$"
+)
+# The history points a token vouches for besides its digest: all but the last few, which thinning may
+# still replace (the newest snapshot of each HISTORY_RESOLUTION window replaces the ones before it).
+_HISTORY_UNSETTLED = 2
+
+
+# Pieces that are lists of rows, by the field that names a row: sent as a patch (each row's changed
+# fields, the rows' order) when the piece the client holds is still in the cache under its digest.
+ROW_PIECES = {"workers": "worker"}
+_HELD_SECONDS = 300
+
+
+def _held_key(campaign: Campaign, piece: str, digest: str) -> str:
+    return f"audits:dashboard:{campaign.pk}:{piece}:{digest}"
+
+
+def _held(campaign: Campaign, piece: str, digest: str | None):
+    """The piece a client holds, from the cache (None: not there, or the cache is unreachable)."""
+    if digest is None:
+        return None
+    try:
+        return cache.get(_held_key(campaign, piece, digest))
+    except Exception:  # a dead cache costs bytes, never the answer
+        logger.warning("dashboard delta: cache unreachable", exc_info=True)
+        return None
+
+
+def _hold(campaign: Campaign, piece: str, digest: str, value) -> None:
+    try:
+        cache.set(_held_key(campaign, piece, digest), value, timeout=_HELD_SECONDS)
+    except Exception:
+        logger.warning("dashboard delta: cache unreachable", exc_info=True)
+
+
+_ABSENT = object()
+
+
+def _row_patch(old: list[dict], new: list[dict], key: str) -> dict:
+    """``{"key", "order": the rows' names in order, "rows": {name: the fields that differ from the
+    held row, all of them for a new row}}``; a row that did not change is left out of ``rows``."""
+    before = {row[key]: row for row in old}
+    rows = {}
+    for row in new:
+        held = before.get(row[key], {})
+        fields = {field: value for field, value in row.items() if held.get(field, _ABSENT) != value}
+        if fields:
+            rows[row[key]] = fields
+    return {"key": key, "order": [row[key] for row in new], "rows": rows}
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:_DIGEST_CHARS]
+
+
+def delta_token_parse(since: str) -> dict[str, tuple[str, int | None, str | None]]:
+    """A token :func:`dashboard_delta` gave (``piece:digest`` parts, comma-separated; the history's
+    with ``:n:digest`` of its first n points) as ``{piece: (digest, n, prefix digest)}``; the empty
+    token (a client that has nothing yet) as ``{}``. Raises ValueError naming what is wrong."""
+    known = {}
+    for part in filter(None, since.split(",")):
+        found = _TOKEN_PART.match(part)
+        if found is None or found["piece"] not in DELTA_PIECES:
+            raise ValueError(f"since: {part[:40]!r} is not a part of a token this feed gave")
+        known[found["piece"]] = (found["digest"], int(found["n"]) if found["n"] else None, found["prefix"])
+    return known
+
+
+def dashboard_delta(*, campaign: Campaign, since: str, have_full: int = -1, status: dict | None = None) -> dict:
+    """What changed in :func:`dashboard_data` since the client's token ``since``
+    (:func:`delta_token_parse`; raises ValueError on a malformed one).
+
+    ``{"now", "since": the new token, "changed": {piece: value} (the pieces whose digest differs from
+    the token's), "history_tail": {"keep": n, "points": [...]} or absent}``: the client replaces each
+    changed piece, and with a history tail keeps the first n points of its series and appends the
+    points. The tail is sent when the first n points the token vouches for are still the first n of
+    the series (their digest matches); else the history is a changed piece like any other. A row piece
+    (``ROW_PIECES``: the workers table) whose held version the cache still has comes as
+    ``"row_patches": {piece: _row_patch(...)}``: the client rebuilds the rows in that order, each from
+    its held row and the fields sent."""
+    known = delta_token_parse(since)
+    data = dashboard_data(campaign=campaign, have_full=have_full, status=status)
+    # The status's age moves with the clock alone (as "now" does): it does not make the status new.
+    status = {k: v for k, v in data["status"].items() if k != "age_seconds"}
+    digests = {piece: _digest(status if piece == "status" else data[piece]) for piece in DELTA_PIECES}
+    changed = {piece: data[piece] for piece in DELTA_PIECES if known.get(piece, (None,))[0] != digests[piece]}
+    out = {"now": data["now"]}
+    history = data["history"]
+    _, keep, prefix = known.get("history", (None, None, None))
+    if "history" in changed and keep is not None and keep <= len(history) and _digest(history[:keep]) == prefix:
+        del changed["history"]
+        out["history_tail"] = {"keep": keep, "points": history[keep:]}
+    for piece, key in ROW_PIECES.items():
+        if piece not in changed:
+            continue
+        _hold(campaign, piece, digests[piece], data[piece])
+        old = _held(campaign, piece, known.get(piece, (None,))[0])
+        if old is not None:
+            del changed[piece]
+            out.setdefault("row_patches", {})[piece] = _row_patch(old, data[piece], key)
+    settled = max(0, len(history) - _HISTORY_UNSETTLED)
+    parts = [f"{piece}:{digests[piece]}" for piece in DELTA_PIECES]
+    parts[DELTA_PIECES.index("history")] += f":{settled}:{_digest(history[:settled])}"
+    out["since"] = ",".join(parts)
+    out["changed"] = changed
+    return out

@@ -3,7 +3,7 @@ coefficients with their readings, and the most ambiguous units with their labels
 
 from __future__ import annotations
 
-from annotation.models import Campaign, Label
+from annotation.models import Campaign, Label, Participation, WorkerAction
 from annotation.models.workers import public_worker_id
 from audits.engine.accuracy import UNDERPOWERED_N
 from audits.engine.glossary import agreement_name, agreement_reading
@@ -25,6 +25,35 @@ QUALITY_COLUMNS = (
     "speed_ratio",
     "excluded",
 )
+
+
+# A worker's standing in the campaign now, from the annotation app (``Participation.blocked_at`` and
+# ``excluded_at``, a flag action not undone): each row of the workers table says each.
+STANDINGS = ("blocked", "excluded_now", "flagged")
+
+
+def _standings(campaign: Campaign) -> dict[str, dict]:
+    """Each participant's ``worker_pk`` (for the link to their worker page), standings and the reason
+    of their newest flag not undone (None without one), by public worker id. Two queries."""
+    flags = {}
+    for worker_id, reason in (
+        WorkerAction.objects.filter(campaign=campaign, kind=WorkerAction.Kind.FLAG, undone_at__isnull=True)
+        .order_by("created_at", "pk")
+        .values_list("worker_id", "reason")
+    ):
+        flags[worker_id] = reason  # the newest last
+    return {
+        public_worker_id(channel, ext): {
+            "worker_pk": worker_id,
+            "blocked": blocked_at is not None,
+            "excluded_now": excluded_at is not None,
+            "flagged": worker_id in flags,
+            "flag_reason": flags.get(worker_id),
+        }
+        for worker_id, channel, ext, blocked_at, excluded_at in Participation.objects.filter(
+            campaign=campaign
+        ).values_list("worker_id", "worker__channel", "worker__external_id", "blocked_at", "excluded_at")
+    }
 
 
 def worker_table(
@@ -52,6 +81,10 @@ def worker_table(
       of the crowd (the worker agrees with the others significantly less than the crowd does);
     - underpowered: scored on fewer prompts than the report's cut-off (``audits.engine.accuracy.power_cutoff``);
     - excluded: the worker is excluded from the audit (their labels enter none of its numbers).
+
+    Each row also carries the worker's standing now (``_standings``: ``worker_pk``, ``blocked``,
+    ``excluded_now`` — ``excluded`` is the snapshot's, which the audit's numbers follow — ``flagged``
+    and ``flag_reason``); a blocked, excluded or flagged participant without a label gets a row too.
     """
     full = full or {}
     accuracy = {row["worker"]: row for row in full.get("accuracy") or []}
@@ -72,6 +105,13 @@ def worker_table(
     ]
     listed = {entry[0] for entry in stats}
     stats += [(public, entry["n_labels"], 0, 0, 0.0) for public, entry in live.items() if public not in listed]
+    standings = _standings(campaign)
+    listed = {entry[0] for entry in stats}
+    stats += [
+        (public, 0, 0, 0, 0.0)
+        for public, standing in standings.items()
+        if public not in listed and any(standing[key] for key in STANDINGS)
+    ]
     rows = []
     for public, n_labels, n_units, n_invalid, total in stats:
         acc, acc_gold, habit, numbers = accuracy.get(public), gold.get(public), straight.get(public), live.get(public)
@@ -89,6 +129,7 @@ def worker_table(
             "n_scored_gold": acc_gold["n_scored"] if acc_gold else 0,
             **{key: (numbers or {}).get(key) for key in QUALITY_COLUMNS},
             "ds_skill": (skill or {}).get(public),
+            **standings.get(public, {"worker_pk": None, **dict.fromkeys(STANDINGS, False), "flag_reason": None}),
         }
         row["underpowered"] = row["n_scored"] < min_scored
         row["outlier"] = bool(acc and pooled is not None and acc["ci_wilson"][1] < pooled)

@@ -1,5 +1,5 @@
-"""The audit dashboard: a page, its JSON feed (polled every 2 s), report downloads, "recompute now",
-and the "How to read this" guide.
+"""The audit dashboard: a page, its JSON feed (polled every 2 s while the page is seen), report
+downloads, "recompute now", and the "How to read this" guide.
 
 Researchers see their own and shared campaigns, staff see all (``campaign_for_user``: 404 for
 anyone else). Views parse, call one selector or service, render.
@@ -28,6 +28,7 @@ from audits.engine.markdown import render_markdown
 from audits.engine.truths import METHODS
 from audits.models import AuditSnapshot
 from audits.selectors import agreement, truths
+from audits.selectors.feed import delta_token_parse
 from audits.selectors.full import full_audit_skip_reason
 
 POLL_MS = 2000
@@ -54,22 +55,38 @@ def dashboard(request, slug):
     return render(request, "audits/dashboard.html", context)
 
 
-def feed_response(request, *, campaign, have_full: int, respond):
+def feed_response(request, *, campaign, have_full: int, respond, since: str | None = None):
     """The feed with an ETag (``selectors.dashboard_version``): 304 without a body when the client's
     If-None-Match still matches, so a dashboard left open re-sends nothing while nothing changes;
     else ``respond(selectors.dashboard_data(...))`` (a JsonResponse or a DRF Response), tagged. The
-    audit status is read once, for the tag and the feed."""
+    audit status is read once, for the tag and the feed.
+
+    With ``since`` (a token of the delta feed, "" for a client that has nothing yet) the body is
+    ``selectors.dashboard_delta``: only the pieces that changed since that token; its tag differs from
+    the whole feed's, and a malformed token answers 400 naming it."""
+    if since is not None:
+        try:
+            delta_token_parse(since)
+        except ValueError as error:
+            return respond({"error": str(error)}, status=400)
     status = selectors.audit_status(campaign=campaign)
-    etag = quote_etag(selectors.dashboard_version(campaign=campaign, status=status, have_full=have_full))
-    response = get_conditional_response(request, etag=etag) or respond(
-        selectors.dashboard_data(campaign=campaign, have_full=have_full, status=status)
-    )
+    version = selectors.dashboard_version(campaign=campaign, status=status, have_full=have_full)
+    etag = quote_etag(version if since is None else version + "-delta")
+    response = get_conditional_response(request, etag=etag)
+    if response is None and since is None:
+        response = respond(selectors.dashboard_data(campaign=campaign, have_full=have_full, status=status))
+    elif response is None:
+        response = respond(
+            selectors.dashboard_delta(campaign=campaign, since=since, have_full=have_full, status=status)
+        )
     response["ETag"] = etag
     return response
 
 
 @never_cache
 def dashboard_data(request, slug):
+    """The dashboard's feed: whole (the researchers' scripts read it so), or with ``?since=`` only
+    what changed (the dashboard's own polls)."""
     if not request.user.is_authenticated:
         raise Http404
     campaign = campaign_for_request(request, slug)
@@ -77,7 +94,9 @@ def dashboard_data(request, slug):
         have_full = int(request.GET.get("have_full", "-1"))
     except ValueError:
         have_full = -1
-    return feed_response(request, campaign=campaign, have_full=have_full, respond=JsonResponse)
+    return feed_response(
+        request, campaign=campaign, have_full=have_full, respond=JsonResponse, since=request.GET.get("since")
+    )
 
 
 def guide(request):

@@ -1,7 +1,9 @@
-/* The audit dashboard: polls the JSON feed (data-url) every data-poll-ms and updates in place.
-   No inline script: everything the page needs comes from data-* attributes and the feed.
-   The feed carries an ETag: the next poll sends it back (If-None-Match) and an unchanged feed
-   answers 304 with no body, so the page keeps what it has and only its clocks move on. */
+/* The audit dashboard: polls the JSON feed (data-url) every data-poll-ms while the page is seen, and
+   updates in place. No inline script: everything the page needs comes from data-* attributes and the feed.
+   It asks for the delta feed (?since=<the token of its last answer>): only the pieces that changed
+   come back (the history series as its new tail), and an unchanged feed answers 304 with no body
+   (its ETag goes back in If-None-Match), so the page keeps what it has and only its clocks move on.
+   A hidden page (another tab, a minimised window) polls nothing; seen again, it polls at once. */
 (function () {
   "use strict";
 
@@ -21,16 +23,19 @@
   var Y_AXIS_WIDTH = 64;
 
   // numbers: the six numbers as the feed names them ({key, name, short}), in the glossary's order.
+  // feed: the feed as the page knows it, piece by piece (the delta feed's pieces merged in); since: its token.
   var state = { haveFull: -1, report: null, workers: [], numbers: [], sort: { key: "labels", desc: true }, charts: {},
-                etag: null, last: null, receivedAt: 0, unchanged: 0 };
+                etag: null, since: "", feed: null, receivedAt: 0, unchanged: 0, timer: null, inFlight: false };
 
   function $(id) { return document.getElementById(id); }
   function fmt(x, digits) {
     if (x === null || x === undefined || Number.isNaN(x)) return "—";
     return Number(x).toFixed(digits === undefined ? 4 : digits);
   }
-  // "1 worker", "2 workers": counts read as words, not as "1 workers".
-  function count(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+  // "1 worker", "2 workers": counts read as words, not as "1 workers" (plural: where "s" is not it).
+  function count(n, word, plural) { return n + " " + (n === 1 ? word : (plural || word + "s")); }
+  // A signed number as text is set: "−0.42" with a minus sign, not a hyphen.
+  function minus(textValue) { return textValue.replace(/^-/, "\u2212"); }
   function seconds(s) {
     if (s === null || s === undefined) return "—";
     if (s < 90) return Math.max(0, Math.round(s)) + " s";
@@ -82,12 +87,17 @@
     var found = state.numbers.filter(function (n) { return n.key === key; })[0];
     return found ? found.short : key;
   }
-  function lineSets(rows, x) {
-    return state.numbers.map(function (n, i) {
+  /* The six numbers as line series ({key, label}), in the glossary's order. */
+  function noiseSeries() { return state.numbers.map(function (n) { return { key: n.key, label: n.short }; }); }
+  /* The history chart's series, listed in this one place: each reads its key from every point of the
+     feed's history (the keys of audits/selectors/feed.py's HISTORY_KEYS). */
+  function historySeries() { return noiseSeries(); }
+  function lineSets(series, rows, x) {
+    return series.map(function (n, i) {
       return {
         // lines without points, except a lone point (a first snapshot), which a line cannot show
-        label: n.short, borderColor: COLORS[i], backgroundColor: COLORS[i], pointRadius: rows.length > 1 ? 0 : 3, borderWidth: 2,
-        spanGaps: false,
+        label: n.label, borderColor: COLORS[i % COLORS.length], backgroundColor: COLORS[i % COLORS.length],
+        pointRadius: rows.length > 1 ? 0 : 3, borderWidth: 2, spanGaps: false,
         data: rows.map(function (r) { return { x: x(r), y: r[n.key] === undefined ? null : r[n.key] }; })
       };
     });
@@ -96,7 +106,7 @@
   function drawHistory(history) {
     chart("chart-history", {
       type: "line",
-      data: { datasets: lineSets(history, function (r) { return r.watermark; }) },
+      data: { datasets: lineSets(historySeries(), history, function (r) { return r.watermark; }) },
       options: {
         parsing: false,
         scales: { x: axis("labels audited", { type: "linear", beginAtZero: true }), y: axis("noise: SD (residual: a variance, may be < 0)", { beginAtZero: true }) },
@@ -129,7 +139,7 @@
     var word = kind === "min" ? "at least" : "at most";
     chart("chart-" + kind + "-noise", {
       type: "line",
-      data: { datasets: lineSets(rows, function (r) { return r.t; }) },
+      data: { datasets: lineSets(noiseSeries(), rows, function (r) { return r.t; }) },
       options: {
         parsing: false,
         scales: { x: thresholdAxis("threshold t: keep workers with " + word + " t labels", sweep.threshold, false),
@@ -194,7 +204,7 @@
       var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs);
       datasets.push({ type: "line", label: "least squares", pointRadius: 0, borderColor: "#c0392b", borderWidth: 2,
                       data: [{ x: lo, y: reg.intercept + reg.slope * lo }, { x: hi, y: reg.intercept + reg.slope * hi }] });
-      text($("regression-text"), "accuracy = " + fmt(reg.intercept) + (reg.slope < 0 ? " − " : " + ") +
+      text($("regression-text"), "accuracy = " + minus(fmt(reg.intercept)) + (reg.slope < 0 ? " − " : " + ") +
            fmt(Math.abs(reg.slope)) + " × noise; r² = " + fmt(reg.r2, 3) + ", F = " + fmt(reg.f, 2) + ", p = " +
            fmt(reg.p, 4) + ", n = " + count(reg.n, "worker") + ".");
     } else {
@@ -213,7 +223,7 @@
     box.classList.toggle("stale", !!s.stale);
     box.dataset.stale = s.stale ? "true" : "false";
     if (!quick) {
-      text(box, s.labels ? (s.labels + " labels, not audited yet" + (s.stale ? " — stale since " + clock(s.stale_since) : "…")) : "No labels yet.");
+      text(box, s.labels ? (count(s.labels, "label") + ", not audited yet" + (s.stale ? " — stale since " + clock(s.stale_since) : "…")) : "No labels yet.");
       return;
     }
     var age = (new Date(d.now) - new Date(quick.computed_at)) / 1000;
@@ -223,11 +233,11 @@
     var audited = el("strong", String(quick.watermark));
     audited.id = "audited-labels";
     box.appendChild(audited);
-    box.appendChild(document.createTextNode(" of " + s.labels + " labels."));
+    box.appendChild(document.createTextNode(" of " + count(s.labels, "label") + "."));
     if (s.stale) {
       var since = (new Date(d.now) - new Date(s.stale_since)) / 1000;
-      box.appendChild(el("span", " Stale since " + clock(s.stale_since) + " (" + seconds(since) + "): " + s.behind +
-        " labels are not audited yet. The task queue may be down; the audit catches up by itself when it is back.", "stale-note"));
+      box.appendChild(el("span", " Stale since " + clock(s.stale_since) + " (" + seconds(since) + "): " +
+        count(s.behind, "label is", "labels are") + " not audited yet. The task queue may be down; the audit catches up by itself when it is back.", "stale-note"));
     } else if (s.behind) {
       box.appendChild(el("span", " Recomputing (" + s.behind + " new)…", "muted"));
     }
@@ -236,8 +246,8 @@
       text($("full-freshness"), "No full audit: " + d.free_text.skip_reason + ".");
       return;
     }
-    text($("full-freshness"), f ? "Full audit (accuracy, filters, agreement) from " + clock(f.computed_at) + " on " + f.watermark +
-      " labels, computed in " + fmt(f.duration_ms / 1000, 1) + " s." : "No full audit yet (accuracy, filters, agreement).");
+    text($("full-freshness"), f ? "Full audit (accuracy, filters, agreement) from " + clock(f.computed_at) + " on " + count(f.watermark, "label") +
+      ", computed in " + fmt(f.duration_ms / 1000, 1) + " s." : "No full audit yet (accuracy, filters, agreement).");
     $("download-json").hidden = !f;
     $("download-md").hidden = !f;
     $("download-parquet").hidden = !f;
@@ -258,12 +268,12 @@
     var p = quick.progress;
     $("progress").max = p.labels_wanted || 1;
     $("progress").value = p.labels;
-    text($("progress-text"), p.labels + " of " + p.labels_wanted + " labels (" + fmt(p.percent, 0) + " %) · " +
-      p.prompts_complete + " of " + p.n_prompts + " prompts complete (k = " + p.k +
+    text($("progress-text"), p.labels + " of " + count(p.labels_wanted, "label") + " (" + fmt(p.percent, 0) + " %) · " +
+      p.prompts_complete + " of " + count(p.n_prompts, "prompt") + " complete (k = " + p.k +
       (p.k_max ? " to " + p.k_max + ", adaptive: a prompt is complete when its stopping rule says so" : "") + ")");
     if (quick.partitions) {
       var parts = Object.keys(quick.partitions).map(function (dd) { return "minority " + dd + ": " + quick.partitions[dd]; });
-      text($("partitions"), "Prompts with k = " + p.k + " labels by minority count — " + parts.join(", ") + ".");
+      text($("partitions"), "Prompts with k = " + count(p.k, "label") + " by minority count — " + parts.join(", ") + ".");
     }
   }
 
@@ -280,22 +290,30 @@
   }
 
   function interval(ci) { return ci ? fmt(ci[0], 3) + "–" + fmt(ci[1], 3) : "—"; }
-  function signed(x) { return (x > 0 ? "+" : "") + fmt(x, 2); }
+  function signed(x) { return (x > 0 ? "+" : "") + minus(fmt(x, 2)); }
+  /* A value and its detail (interval, N), which the table shows on a second, smaller line: the
+     cell's text reads "value detail" (detail starts with a space). Without a value: "—". */
+  function pair(value, detail) { return value === null ? ["—", ""] : [value, detail ? " " + detail : ""]; }
+  function present(x) { return x !== null && x !== undefined; }
+  function agreement(w) {
+    return pair(present(w.accuracy) ? fmt(w.accuracy, 3) : null,
+                "(N = " + w.n_scored + ")" + (w.ci_wilson ? " 95 %: " + interval(w.ci_wilson) : ""));
+  }
+  function goldAccuracy(w) { return pair(present(w.accuracy_gold) ? fmt(w.accuracy_gold, 3) : null, "(N = " + w.n_scored_gold + ")"); }
   function bias(w) {
-    if (w.bias === null || w.bias === undefined) return "—";
-    return signed(w.bias) + (w.bias_ci ? " [" + signed(w.bias_ci[0]) + ", " + signed(w.bias_ci[1]) + "]" : "") + " (N = " + w.n_compared + ")";
+    return pair(present(w.bias) ? signed(w.bias) : null,
+                (w.bias_ci ? "[" + signed(w.bias_ci[0]) + ", " + signed(w.bias_ci[1]) + "] " : "") + "(N = " + w.n_compared + ")");
   }
   function topAnswer(w) {
-    if (w.top_share === null || w.top_share === undefined) return "—";
-    return fmt(w.top_value, 0) + ": " + Math.round(w.top_share * 100) + " %";
+    return pair(present(w.top_share) ? fmt(w.top_value, 0) + ": " + Math.round(w.top_share * 100) + " %" : null, "");
   }
   function controls(w) {
-    if (w.control_accuracy === null || w.control_accuracy === undefined) return "—";
-    return fmt(w.control_accuracy, 2) + " [" + fmt(w.control_ci[0], 2) + ", " + fmt(w.control_ci[1], 2) + "] (N = " + w.n_controls + ")";
+    return pair(present(w.control_accuracy) ? fmt(w.control_accuracy, 2) : null,
+                w.control_ci ? "[" + fmt(w.control_ci[0], 2) + ", " + fmt(w.control_ci[1], 2) + "] (N = " + w.n_controls + ")" : "");
   }
   function pace(w) {
-    if (w.median_seconds === null || w.median_seconds === undefined) return "—";
-    return fmt(w.median_seconds, 1) + " s" + (w.speed_ratio === null ? "" : " (" + fmt(w.speed_ratio, 2) + "×)");
+    return pair(present(w.median_seconds) ? fmt(w.median_seconds, 1) + " s" : null,
+                present(w.speed_ratio) ? "(" + fmt(w.speed_ratio, 2) + "×)" : "");
   }
   /* A cell with its column's name, which a phone shows next to it (the table stacks there). */
   function cell(label, content, cls) {
@@ -303,38 +321,86 @@
     td.dataset.label = label;
     return td;
   }
+  /* A cell of a value with its detail on a second line (``pair``). */
+  function pairCell(label, parts, cls) {
+    var td = cell(label, null, cls);
+    td.appendChild(el("span", parts[0], "value"));
+    if (parts[1]) td.appendChild(el("span", parts[1], "detail"));
+    return td;
+  }
+  /* A flag: its name always in view, its sentence folded under it (the text goes on from the name when
+     it starts with it: "straight-lining: answers 1 to…", "control accuracy 0.40 [0.17, 0.69] after…"). */
+  var FLAG_NAMES = { straight_lining: "straight-lining", outlier: "outlier", underpowered: "underpowered",
+                     control_accuracy: "control accuracy", too_fast: "too fast", excluded: "excluded" };
+  function flag(f) {
+    var box = el("details", null, "flag flag-" + f.kind.replace(/_/g, "-"));
+    var name = FLAG_NAMES[f.kind] || f.kind.replace(/_/g, " ");
+    var starts = f.text.slice(0, name.length) === name;
+    box.appendChild(el("summary", name));
+    box.appendChild(el("span", starts ? f.text.slice(name.length) : " — " + f.text, "flag-why"));
+    return box;
+  }
+
+  // A worker's standing in the campaign now (the annotation app's): the badge's word, its field, its count's words.
+  var STANDINGS = [["blocked", "blocked", "blocked"], ["excluded", "excluded_now", "excluded from the audit"], ["flagged", "flagged", "flagged"]];
+  function standingCell(w) {
+    var td = cell("", null, "worker-cell");
+    var prefix = root.dataset.workerUrlPrefix;
+    var name;
+    if (prefix && present(w.worker_pk)) {
+      name = el("a", w.worker, "worker-link value");
+      name.href = prefix + w.worker_pk + "/";
+    } else {
+      name = el("span", w.worker, "value");
+    }
+    td.appendChild(name);
+    STANDINGS.forEach(function (s) {
+      if (!w[s[1]]) return;
+      var badge = el("span", s[0], "badge badge-" + s[0]);
+      if (s[0] === "flagged" && w.flag_reason) badge.title = w.flag_reason;
+      td.appendChild(document.createTextNode(" "));
+      td.appendChild(badge);
+    });
+    return td;
+  }
+  function drawStandingCounts(rows) {
+    var parts = STANDINGS.map(function (s) {
+      return [rows.filter(function (w) { return w[s[1]]; }).length, s[2]];
+    }).filter(function (p) { return p[0]; }).map(function (p) { return p[0] + " " + p[1]; });
+    text($("standing-counts"), rows.length ? count(rows.length, "worker") + (parts.length ? ": " + parts.join(", ") + "." : "; none blocked, excluded or flagged.") : "");
+  }
 
   function drawWorkers() {
     var body = $("workers-body");
     var rows = sortWorkers();
-    var gold = rows.some(function (w) { return w.accuracy_gold !== null && w.accuracy_gold !== undefined; });
+    var gold = rows.some(function (w) { return present(w.accuracy_gold); });
     var control = rows.some(function (w) { return w.n_controls > 0; });
-    var skill = rows.some(function (w) { return w.ds_skill !== null && w.ds_skill !== undefined; });
+    var skill = rows.some(function (w) { return present(w.ds_skill); });
     document.querySelectorAll(".gold-only").forEach(function (node) { node.hidden = !gold; });
     document.querySelectorAll(".controls-only").forEach(function (node) { node.hidden = !control; });
     document.querySelectorAll(".skill-only").forEach(function (node) { node.hidden = !skill; });
+    drawStandingCounts(rows);
     body.textContent = "";
     if (!rows.length) {
-      var empty = el("tr"); var td = el("td", "No labels yet.", "muted"); td.colSpan = 12; empty.appendChild(td); body.appendChild(empty);
+      var empty = el("tr"); var td = el("td", "No labels yet.", "muted"); td.colSpan = 11; empty.appendChild(td); body.appendChild(empty);
       return;
     }
     rows.forEach(function (w) {
       var tr = el("tr");
-      tr.appendChild(cell("", w.worker));
+      tr.dataset.worker = w.worker;
+      if (present(w.worker_pk)) tr.dataset.workerPk = String(w.worker_pk);
+      tr.appendChild(standingCell(w));
       tr.appendChild(cell("labels", String(w.labels), "num"));
       tr.appendChild(cell("mean label", fmt(w.mean, 3), "num"));
-      tr.appendChild(cell("agreement with others", w.accuracy === null ? "—" : fmt(w.accuracy, 3) + " (N = " + w.n_scored + ")", "num"));
-      tr.appendChild(cell("95 % interval", interval(w.ci_wilson)));
-      if (gold) {
-        tr.appendChild(cell("accuracy vs gold", w.accuracy_gold === null ? "—" : fmt(w.accuracy_gold, 3) + " (N = " + w.n_scored_gold + ")", "num"));
-      }
-      tr.appendChild(cell("bias (95 % interval)", bias(w), "num"));
-      tr.appendChild(cell("most frequent answer", topAnswer(w), "num"));
-      if (control) tr.appendChild(cell("control accuracy", controls(w), "num"));
-      if (skill) tr.appendChild(cell("Dawid–Skene skill", w.ds_skill === null || w.ds_skill === undefined ? "—" : fmt(w.ds_skill, 3), "num"));
-      tr.appendChild(cell("time", pace(w), "num"));
+      tr.appendChild(pairCell("agreement with others", agreement(w), "num"));
+      if (gold) tr.appendChild(pairCell("accuracy vs gold", goldAccuracy(w), "num"));
+      tr.appendChild(pairCell("bias (95 % interval)", bias(w), "num"));
+      tr.appendChild(pairCell("most frequent answer", topAnswer(w), "num"));
+      if (control) tr.appendChild(pairCell("control accuracy", controls(w), "num"));
+      if (skill) tr.appendChild(cell("Dawid–Skene skill", present(w.ds_skill) ? fmt(w.ds_skill, 3) : "—", "num"));
+      tr.appendChild(pairCell("time", pace(w), "num"));
       var flags = cell("", null, "flags");
-      (w.flags || []).forEach(function (f) { flags.appendChild(el("span", f.text, "flag flag-" + f.kind.replace("_", "-"))); });
+      (w.flags || []).forEach(function (f) { flags.appendChild(flag(f)); });
       tr.appendChild(flags);
       body.appendChild(tr);
     });
@@ -349,7 +415,7 @@
       li.appendChild(el("strong", u.unit));
       li.appendChild(document.createTextNode(" " + u.text + " "));
       var labels = u.labels.map(function (l) { return l.value + (l.scaled === null ? " (invalid)" : ""); }).join(", ");
-      li.appendChild(el("span", "— " + u.count + " labels, mean " + fmt(u.mean, 2) + ": " + labels, "muted"));
+      li.appendChild(el("span", "— " + count(u.count, "label") + ", mean " + fmt(u.mean, 2) + ": " + labels, "muted"));
       list.appendChild(li);
     });
   }
@@ -368,7 +434,7 @@
       tr.appendChild(el("td", r.name));
       tr.appendChild(el("td", r.value === null ? "undefined: " + (r.reason || "") : fmt(r.value, 3), "num"));
       tr.appendChild(el("td", r.reading || "—", r.reading ? "reading reading-" + r.reading.replace(" ", "-") : "muted"));
-      tr.appendChild(el("td", r.n_units + " prompts, " + r.n_labels + " labels"));
+      tr.appendChild(el("td", count(r.n_units, "prompt") + ", " + count(r.n_labels, "label")));
       body.appendChild(tr);
     });
   }
@@ -399,7 +465,7 @@
     var latest = truths.latest, shown = truths.shown;
     var parts = [];
     if (shown && shown.status === "done") {
-      parts.push("Computed on " + shown.watermark + " labels at " + clock(shown.computed_at) + " in " + fmt(shown.duration_ms / 1000, 1) + " s.");
+      parts.push("Computed on " + count(shown.watermark, "label") + " at " + clock(shown.computed_at) + " in " + fmt(shown.duration_ms / 1000, 1) + " s.");
     } else if (shown) {
       parts.push("The last request failed: " + shown.error);
     }
@@ -422,7 +488,7 @@
       tr.appendChild(cell("accuracy vs gold", r.accuracy_gold === null ? "no gold" : fmt(r.accuracy_gold, 3) + " (N = " + r.n_gold + ")", "num"));
       rows.forEach(function (o) {
         var n = o.method === r.method ? null : (r.changes || {})[o.method];
-        tr.appendChild(cell("differs from " + o.name, n === null || n === undefined ? "—" : n + " prompts", "num"));
+        tr.appendChild(cell("differs from " + o.name, n === null || n === undefined ? "—" : count(n, "prompt"), "num"));
       });
       body.appendChild(tr);
     });
@@ -454,7 +520,7 @@
      each registers a function that gets every feed render gets, and draws with the helpers above. Deferred
      scripts run in order, so they register before the first poll answers. */
   var sections = [];
-  window.chorusDashboard = { root: root, sections: sections, helpers: { $: $, fmt: fmt, text: text, el: el, cell: cell } };
+  window.chorusDashboard = { root: root, sections: sections, helpers: { $: $, fmt: fmt, text: text, el: el, cell: cell, count: count } };
 
   function render(d) {
     state.numbers = d.numbers;
@@ -465,10 +531,11 @@
       FULL_CHARTS.forEach(function (id) { emptyState(id, d.status.labels ? EMPTY.noFull : EMPTY.noLabels); });
     }
     state.workers = (d.workers || []).map(function (w) {
-      // Sorted by flags: straight-lining and control accuracy (what quality rules measure) weigh most.
-      w.flagged = (w.flags || []).reduce(function (score, f) {
+      // Sorted by flags: a block weighs most, then straight-lining, control accuracy (what quality rules
+      // measure) and a researcher's flag; an exclusion, too fast and outlier count too.
+      w.flag_score = (w.flags || []).reduce(function (score, f) {
         return score + ({ straight_lining: 2, control_accuracy: 2, too_fast: 1, outlier: 1 }[f.kind] || 0);
-      }, 0);
+      }, 0) + (w.blocked ? 4 : 0) + (w.flagged ? 2 : 0) + (w.excluded_now ? 1 : 0);
       return w;
     });
     drawWorkers();
@@ -490,24 +557,66 @@
     return copy;
   }
 
+  /* Rows rebuilt from the held ones and a patch: in the patch's order, each held row with the fields sent. */
+  function patched(rows, patch) {
+    var held = {};
+    rows.forEach(function (r) { held[r[patch.key]] = r; });
+    return patch.order.map(function (id) {
+      var row = {}, base = held[id] || {}, fields = patch.rows[id] || {}, f;
+      for (f in base) row[f] = base[f];
+      for (f in fields) row[f] = fields[f];
+      return row;
+    });
+  }
+
+  /* A delta (audits/selectors/feed.py dashboard_delta) merged into the feed the page knows. */
+  function merge(delta) {
+    var feed = state.feed || {};
+    for (var piece in delta.changed) feed[piece] = delta.changed[piece];
+    var tail = delta.history_tail;
+    if (tail) feed.history = (feed.history || []).slice(0, tail.keep).concat(tail.points);
+    var patches = delta.row_patches || {};
+    for (var name in patches) feed[name] = patched(feed[name] || [], patches[name]);
+    feed.now = delta.now;
+    state.feed = feed;
+    state.since = delta.since;
+    return feed;
+  }
+
+  function feedUrl() {
+    return url + "?have_full=" + state.haveFull + "&since=" + encodeURIComponent(state.since);
+  }
+
+  /* The next poll in pollMs, unless the page is hidden (then the next "visible" polls). */
+  function schedule() {
+    window.clearTimeout(state.timer);
+    state.timer = document.hidden ? null : window.setTimeout(poll, pollMs);
+  }
+
   function poll() {
+    state.timer = null;
+    if (state.inFlight) return;
+    state.inFlight = true;
     var headers = { Accept: "application/json" };
     if (state.etag) headers["If-None-Match"] = state.etag;
-    fetch(url + "?have_full=" + state.haveFull, { credentials: "same-origin", cache: "no-store", headers: headers })
+    fetch(feedUrl(), { credentials: "same-origin", cache: "no-store", headers: headers })
       .then(function (r) {
         if (r.status === 304) return null;
+        if (r.status === 400) {  // a token the feed no longer reads (an update of Chorus): start afresh
+          state.since = ""; state.etag = null; state.feed = null;
+        }
         if (!r.ok) throw new Error("HTTP " + r.status);
         state.etag = r.headers.get("ETag");
         return r.json();
       })
-      .then(function (d) {
-        if (d) {
-          state.last = d;
+      .then(function (delta) {
+        if (delta) {
+          var d = merge(delta);
           state.receivedAt = Date.now();
           render(d);
-        } else if (state.last) {
+        } else if (state.feed) {
           state.unchanged += 1;
-          drawFreshness(aged(state.last));
+          drawFreshness(aged(state.feed));
         }
         root.dataset.unchanged = String(state.unchanged);
         root.dataset.error = "";
@@ -516,8 +625,15 @@
         root.dataset.error = String(err);
         text($("full-freshness"), "Could not reach Chorus (" + err.message + "); retrying…");
       })
-      .then(function () { window.setTimeout(poll, pollMs); });
+      .then(function () { state.inFlight = false; schedule(); });
   }
+
+  // Polling only while the page is seen: a hidden tab asks nothing; seen again, it asks at once.
+  document.addEventListener("visibilitychange", function () {
+    window.clearTimeout(state.timer);
+    state.timer = null;
+    if (!document.hidden) poll();
+  });
 
   document.querySelectorAll("button.sort").forEach(function (b) {
     b.addEventListener("click", function () {

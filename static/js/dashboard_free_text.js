@@ -8,7 +8,7 @@
   var dashboard = window.chorusDashboard;
   if (!dashboard) return;
   var root = dashboard.root, h = dashboard.helpers;
-  var $ = h.$, fmt = h.fmt, text = h.text, el = h.el, cell = h.cell;
+  var $ = h.$, fmt = h.fmt, text = h.text, el = h.el, cell = h.cell, count = h.count;
 
   var FREE_TEXT_ROWS = [
     ["n_clusters", "clusters", 2], ["top_share", "top-cluster share", 3],
@@ -26,7 +26,7 @@
   }
   function drawFreeText(ft) {
     if (!ft || !$("free-text")) return;
-    text($("free-text-progress"), ft.n_answers + " answers on " + ft.n_answered + " of " + ft.n_prompts + " prompts · " +
+    text($("free-text-progress"), count(ft.n_answers, "answer") + " on " + ft.n_answered + " of " + count(ft.n_prompts, "prompt") + " · " +
       ft.n_proposed + " proposed, " + ft.n_clustered + " clustered by two researchers, " + ft.n_adjudicated + " adjudicated.");
     text($("free-text-agreement"), ft.mean_blanc === null ? "" : "Agreement of the independent clusterings, mean over prompts: BLANC " +
       fmt(ft.mean_blanc, 3) + ", adjusted Rand " + fmt(ft.mean_adjusted_rand, 3) + ".");

@@ -132,7 +132,16 @@ def _label_the_campaign(campaign):
 
 
 def _column(page, index):
-    return page.locator("#workers-body tr").evaluate_all(f"rows => rows.map(r => r.children[{index}].textContent)")
+    """The column's values: a cell's value, without the detail on its second line (interval, N)."""
+    return page.locator("#workers-body tr").evaluate_all(
+        f"rows => rows.map(r => (r.children[{index}].querySelector('.value') || r.children[{index}]).textContent)"
+    )
+
+
+def _detail(page, index):
+    return page.locator("#workers-body tr").evaluate_all(
+        f"rows => rows.map(r => (r.children[{index}].querySelector('.detail') || {{textContent: ''}}).textContent)"
+    )
 
 
 def _number(cell):
@@ -192,8 +201,8 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     # gold exists: accuracy against it stands next to the agreement with the others
     expect(page.locator("th.gold-only")).to_be_visible()
     gold = {r["worker"]: r for r in report["accuracy_gold"]}
-    shown_gold = dict(zip(_column(page, 0), _column(page, 5)))
-    assert shown_gold == {name: f"{r['accuracy']:.3f} (N = {r['n_scored']})" for name, r in gold.items()}
+    shown_gold = dict(zip(_column(page, 0), zip(_column(page, 4), _detail(page, 4))))
+    assert shown_gold == {name: (f"{r['accuracy']:.3f}", f" (N = {r['n_scored']})") for name, r in gold.items()}
     expect(page.locator("#min-scored")).to_have_text(str(report["accuracy_summary"]["min_scored_for_power"]))
     assert report["accuracy_summary"]["min_scored_for_power"] == 10  # 40 prompts: the floor
 
@@ -214,9 +223,11 @@ def test_the_dashboard_sorts_flags_outliers_and_draws_the_full_audit(
     assert acc_asc == sorted(acc) and acc_asc != acc_desc, acc_asc
     assert _column(page, 0)[0] == "sim:bad"
     # The cell values are the report's, row by row.
-    shown = dict(zip(_column(page, 0), _column(page, 3)))
+    shown = dict(zip(_column(page, 0), zip(_column(page, 3), _detail(page, 3))))
     for name, row in accuracy.items():
-        assert shown[name] == f"{row['accuracy']:.3f} (N = {row['n_scored']})", (name, shown[name], row)
+        lo, hi = row["ci_wilson"]
+        expected = (f"{row['accuracy']:.3f}", f" (N = {row['n_scored']}) 95 %: {lo:.3f}–{hi:.3f}")
+        assert shown[name] == expected, (name, shown[name], row)
     # Another column: worker names, ascending first (text), then descending.
     page.locator('button.sort[data-sort="worker"]').click()
     assert _column(page, 0) == sorted(workers)
