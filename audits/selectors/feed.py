@@ -210,6 +210,9 @@ def free_text_feed(*, campaign: Campaign) -> dict | None:
         "n_proposed": sum(row.clusterings.proposal is not None for row in rows),
         "n_clustered": sum(row.clusterings.both_independent for row in rows),
         "n_adjudicated": overview["n_adjudicated"],
+        # single: one researcher's save is final, and nobody clusters independently (no agreement)
+        "clustering_protocol": overview["clustering_protocol"],
+        "n_final": overview["n_final"],
         "mean_blanc": overview["mean_blanc"],
         "mean_adjusted_rand": overview["mean_adjusted_rand"],
         # None until some prompt has a clustering (proposed or final) to measure

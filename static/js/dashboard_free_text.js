@@ -26,8 +26,11 @@
   }
   function drawFreeText(ft) {
     if (!ft || !$("free-text")) return;
+    var clustered = ft.clustering_protocol === "single"
+      ? ft.n_final + " clustered by a researcher (final: single annotator, no agreement measured)."
+      : ft.n_clustered + " clustered by two researchers, " + ft.n_adjudicated + " adjudicated.";
     text($("free-text-progress"), count(ft.n_answers, "answer") + " on " + ft.n_answered + " of " + count(ft.n_prompts, "prompt") + " · " +
-      ft.n_proposed + " proposed, " + ft.n_clustered + " clustered by two researchers, " + ft.n_adjudicated + " adjudicated.");
+      ft.n_proposed + " proposed, " + clustered);
     text($("free-text-agreement"), ft.mean_blanc === null ? "" : "Agreement of the independent clusterings, mean over prompts: BLANC " +
       fmt(ft.mean_blanc, 3) + ", adjusted Rand " + fmt(ft.mean_adjusted_rand, 3) + ".");
     var body = $("free-text-body");

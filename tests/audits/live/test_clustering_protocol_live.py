@@ -13,6 +13,7 @@ from annotation.services.campaigns import campaign_update
 from audits.models import AnswerClustering
 from audits.selectors import card as card_selectors
 from audits.selectors import clustering as selectors
+from audits.selectors import feed as feed_selectors
 from audits.selectors import systems as systems_selectors
 from audits.services import clustering as services
 from audits.services import systems as system_services
@@ -96,6 +97,9 @@ def test_single_a_save_is_final_everywhere_without_agreement(world, researcher):
     assert (row.noise_source, row.clusterings.final, row.agreement) == ("final", final, None)
     assert (row.noise.n_clusters, row.noise.invalid_share) == (2, 0.25)
     assert (overview["n_final"], overview["clustering_protocol"], overview["mean_blanc"]) == (1, SINGLE, None)
+    # the dashboard counts final clusterings, not independent pairs nobody makes under single
+    feed = feed_selectors.free_text_feed(campaign=campaign)
+    assert (feed["clustering_protocol"], feed["n_final"], feed["n_clustered"]) == (SINGLE, 1, 0)
     [exported] = selectors.clusters_export(campaign=campaign)
     assert exported["answers"]["clusters"] == {
         "coffee": {"count": 2, "answers": ["coffee", "Coffee"]},
