@@ -1,5 +1,6 @@
 """Forms of the browser UI. They parse and validate input only; the views hand the result to a service."""
 
+import math
 import re
 import uuid
 from decimal import Decimal
@@ -10,7 +11,7 @@ from django.contrib.auth.forms import UserCreationForm
 
 from annotation.importing import upload_too_large_message
 from annotation.models import Campaign, Collaboration, Invitation, Prompt, QualityRule, WorkerAction
-from annotation.schemas import LabelValueError, binarization_clean, parse_int
+from annotation.schemas import CONTINUOUS, LabelValueError, binarization_clean, parse_int
 from annotation.services.controls import MAX_IDS_AT_ONCE, control_settings_check
 from annotation.services.invitations import MAX_INVITATIONS_AT_ONCE
 
@@ -51,7 +52,39 @@ class AnchorsField(forms.CharField):
         return [line.strip() for line in super().to_python(value).splitlines() if line.strip()]
 
 
+class ScaleStepField(forms.CharField):
+    """A rating scale's step as typed: a number (1, 0.5, 0.1), or "continuous" (None); empty is the
+    default step, whole points, so a form posted without the field keeps today's scales."""
+
+    def prepare_value(self, value):
+        if value is None:
+            return CONTINUOUS
+        return f"{value:g}" if isinstance(value, float) else value
+
+    def to_python(self, value):
+        text = super().to_python(value).strip().lower()
+        if not text:
+            return 1.0
+        if text == CONTINUOUS:
+            return None
+        try:
+            step = float(text)
+        except ValueError:
+            raise forms.ValidationError(
+                f'Type a step such as 1, 0.5 or 0.1, or "{CONTINUOUS}"; got {text!r}.'
+            ) from None
+        if not math.isfinite(step):
+            raise forms.ValidationError(f'Type a step such as 1, 0.5 or 0.1, or "{CONTINUOUS}"; got {text!r}.')
+        return step
+
+
 class CampaignForm(forms.ModelForm):
+    scale_step = ScaleStepField(
+        required=False,
+        label="Step (rating scales)",
+        help_text=f"The step between points: 1 for whole points, 0.5 for halves, 0.1…; it must divide the scale. "
+        f'"{CONTINUOUS}" for any value. Up to 11 points are buttons, more (or continuous) a slider.',
+    )
     scale_anchors = AnchorsField(
         required=False,
         label="Scale anchors (rating scales)",
@@ -62,8 +95,9 @@ class CampaignForm(forms.ModelForm):
     binarization = BinarizationField(
         required=False,
         label="Binarization (rating scales)",
-        help_text="Which ratings count as 1 and which as 0 in the noise audit, e.g. 1=0, 2=0, 3=1, 4=1. "
-        "A rating left out (such as a middle point) is left out of the audit.",
+        help_text="Optional: which ratings count as 1 and which as 0 in a binarized view of the noise audit, e.g. "
+        "1=0, 2=0, 3=1, 4=1 (a rating left out, such as a middle point, is left out of that view). Without it the "
+        "audit puts ratings on 0–1 as (value − min) / (max − min); with it, both views are reported.",
     )
 
     class Meta:
@@ -76,6 +110,7 @@ class CampaignForm(forms.ModelForm):
             "negative_text",
             "scale_min",
             "scale_max",
+            "scale_step",
             "scale_anchors",
             "binarization",
             "answer_min_length",

@@ -16,7 +16,16 @@ functions are re-exported here, so ``audits.selectors.<function>`` names each of
 from .card import bootstrap_summary, comparable_campaigns, instrument_card
 from .clustering import answers_overview, clustering_version, clusters_export, prompt_clusterings
 from .feed import audit_status, dashboard_data, dashboard_version, latest_snapshot, report_download, snapshot_history
-from .full import campaign_label_matrix, full_audit_due, full_report_data, report_parquet, unit_name
+from .full import (
+    campaign_label_matrices,
+    campaign_label_matrix,
+    full_audit_due,
+    full_report_data,
+    report_parquet,
+    unit_name,
+    unit_scale_view,
+    value_scale,
+)
 from .stats import (
     LabelStats,
     Totals,
@@ -59,6 +68,9 @@ __all__ = [
     "dashboard_version",
     "full_audit_due",
     "full_report_data",
+    "campaign_label_matrices",
+    "unit_scale_view",
+    "value_scale",
     "ground_truths_for_report",
     "ground_truths_summary",
     "ground_truths_version",

@@ -27,6 +27,7 @@ from audits.engine.markdown import render_markdown
 from audits.engine.truths import METHODS
 from audits.models import AuditSnapshot
 from audits.selectors import truths
+from audits.selectors.card import audit_scale_text
 from audits.selectors.full import full_audit_skip_reason
 
 POLL_MS = 2000
@@ -48,6 +49,7 @@ def dashboard(request, slug):
         "truth_methods": [(m, truths.NAMES[m], m != "glad") for m in METHODS],
         "skip_reason": full_audit_skip_reason(campaign),
         "free_text": campaign.schema == Campaign.Schema.FREE_TEXT,
+        "audit_scale": audit_scale_text(campaign),
     }
     return render(request, "audits/dashboard.html", context)
 

@@ -219,7 +219,7 @@ def test_a_full_run_that_read_the_labels_before_a_rebuild_is_not_saved(researche
     rng = random.Random(12)
     campaign = _campaign(researcher, schema="binary", n_prompts=6, k=3, rng=rng)
     _random_labels(campaign, [sim_worker() for _ in range(4)], rng, 10, [0, 1])
-    read_labels = audit_selectors.campaign_label_matrix
+    read_labels = audit_selectors.campaign_label_matrices
 
     def read_then_void(**kwargs):
         read = read_labels(**kwargs)
@@ -227,9 +227,9 @@ def test_a_full_run_that_read_the_labels_before_a_rebuild_is_not_saved(researche
         audit_services.stats_rebuild(campaign_id=campaign.pk)
         return read
 
-    monkeypatch.setattr(audit_selectors, "campaign_label_matrix", read_then_void)
+    monkeypatch.setattr(audit_selectors, "campaign_label_matrices", read_then_void)
     assert audit_services.audit_full(campaign_id=campaign.pk) is None
-    monkeypatch.setattr(audit_selectors, "campaign_label_matrix", read_labels)
+    monkeypatch.setattr(audit_selectors, "campaign_label_matrices", read_labels)
     assert audit_selectors.latest_snapshot(campaign=campaign, kind="full") is None
     assert audit_services.audit_full(campaign_id=campaign.pk).watermark == 9
 
