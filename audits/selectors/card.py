@@ -28,8 +28,11 @@ from audits.engine.systems import per_rater_scores
 from audits.engine.variance import resolution, variance_components
 from audits.models import BootstrapRun, System
 from audits.selectors.full import (
+    campaign_label_matrices,
     campaign_label_matrix,
     unit_scale_numbers,
+    unit_scale_view,
+    value_scale,
 )
 from audits.selectors.systems import leaderboard
 

@@ -66,7 +66,8 @@ def label_units(schema, value) -> list[tuple[int, float | None]]:
     The value goes through the campaign's ``LabelSchema.audit_point``: the binarization map's 0/1, or
     the point's index on the scale's grid (the unit scale times ``LabelSchema.unit_divisor``, so every
     running sum stays an exact integer); None means it is not audited (counted invalid). A free-text
-    answer has no unit: it is counted, never scaled (its noise is read from the answer clusters, ``audits.selectors.clustering``).
+    answer has no unit: it is counted, never scaled (its noise is read from the answer clusters,
+    ``audits.selectors.clustering``).
     """
     if schema.kind == FREE_TEXT:
         return []
