@@ -263,6 +263,16 @@ class LabelSchema:
         return "buttons" if self.step is not None and self.intervals + 1 <= MAX_BUTTONS else "slider"
 
     @property
+    def slider_step(self) -> str:
+        """The slider's and the number input's ``step`` attribute: the scale's grid, as HTML spells it."""
+        return f"{self.grid.normalize():f}"
+
+    @property
+    def ten_key(self) -> str:
+        """The key of the point 10 when the buttons take digit keys (shown in the page's hint), else ""."""
+        return next((c.key for c in self.choices if c.key == TEN_KEY), "")
+
+    @property
     def slider_anchors(self) -> tuple[str, str]:
         """The words for a slider's two ends (the lowest and the highest point's anchors, if any)."""
         return (self.anchors[0], self.anchors[-1]) if self.anchors else ("", "")
@@ -277,6 +287,10 @@ class LabelSchema:
         return {c.value for c in self.choices}
 
     def _check_one(self, value, what: str = "The label") -> int | float:
+        if self.kind != "binary" and (value is None or (isinstance(value, str) and not value.strip())):
+            # What an untouched slider sends (the labeling page posts no value until it is moved).
+            how = "move the slider or type a number" if self.input == "slider" else "choose a rating"
+            raise LabelValueError(f"{what} is missing: {how} ({self.describe()}) before you submit.")
         if isinstance(value, bool):
             # true/false is a yes/no answer: the 1/0 of a binary schema (noise-audit.md), never a rating.
             if self.kind != "binary":
@@ -367,6 +381,15 @@ class LabelSchema:
             return None
 
     def unit_value(self, raw) -> float | None:
-        """A raw value on the unit scale the audit uses (``audit_point / unit_divisor``), or None."""
+        """A raw value on the unit scale the audit uses (``point_unit`` of its ``audit_point``), or None."""
         point = self.audit_point(raw)
-        return None if point is None else point / self.unit_divisor
+        return None if point is None else self.point_unit(point)
+
+    def point_unit(self, point: int) -> float:
+        """An ``audit_point`` on the unit scale: the map's 0/1 as it is, a grid point as the engine's
+        ``rescale`` computes it from the stored value, ``(value − min) / (max − min)`` in floats, so
+        the two agree to the last bit (``point / unit_divisor`` may differ in it: 999/1000 ≠ 99.9/100)."""
+        if self.unit_divisor == 1:
+            return float(point)
+        value = float(self.scale_min + point * self.grid)
+        return (value - self.scale_min) / (self.scale_max - self.scale_min)

@@ -157,6 +157,13 @@ class Campaign(models.Model):
                     )
                 }
             )
+        if self.schema == self.Schema.OPTION_RATING and schema.input == "slider":
+            raise ValidationError(
+                {
+                    "scale_step": f"Rating each answer option takes buttons: a scale of at most {MAX_BUTTONS} points "
+                    "with a step, such as 1–5 or 1–3 in halves."
+                }
+            )
         self.scale_anchors = self._clean_anchors(schema.intervals + 1 if schema.input == "buttons" else 2)
         if not isinstance(self.binarization or {}, dict):
             raise ValidationError({"binarization": "A binarization is a map of value → 0 or 1."})

@@ -276,9 +276,9 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
         table[worker_id].n_labels = n_labels
     if campaign.schema != Campaign.Schema.FREE_TEXT:
         # The statistics hold grid points (audits.selectors.stats.label_units): back to the unit scale.
-        divisor = campaign.label_schema.unit_divisor
-        _bias_from_sums(sums, table, divisor)
-        _habit_from_counts(values, table, divisor)
+        schema = campaign.label_schema
+        _bias_from_sums(sums, table, schema.unit_divisor)
+        _habit_from_counts(values, table, schema.point_unit)
     results = {w: (c, r) for w, _, c, r, _ in stats if c} if n_control_prompts else {}
     min_controls = _controls_from_counts(results, table, n_control_prompts)
     _speed_from_medians([(w, n + c, m) for w, n, c, _, m in stats if n + c], median, table)
@@ -374,9 +374,10 @@ def _bias_from_sums(sums: list, table: dict, divisor: int = 1, confidence: float
         row.bias_ci = _pair(bias[i] - half[i], bias[i] + half[i])
 
 
-def _habit_from_counts(values: list, table: dict, divisor: int = 1) -> None:
-    """The most frequent answer (on the unit scale: the grid point over ``divisor``) and its share
-    (``audits.engine.flags.straight_lining``) from each worker's count of each grid point."""
+def _habit_from_counts(values: list, table: dict, to_unit=float) -> None:
+    """The most frequent answer (on the unit scale: ``to_unit`` of the grid point, the schema's
+    ``point_unit``) and its share (``audits.engine.flags.straight_lining``) from each worker's count
+    of each grid point."""
     counts: dict[int, dict] = {}
     per_value: dict[int, int] = {}
     for worker_id, value, n in values:
@@ -394,7 +395,7 @@ def _habit_from_counts(values: list, table: dict, divisor: int = 1) -> None:
         rest = total - cells
         n.append(cells)
         top.append(mine[value])
-        top_value.append(value / divisor)
+        top_value.append(to_unit(value))
         others.append((per_value[value] - mine[value]) / rest if rest > 0 else np.nan)
     habit = straight_lining_rule(
         ids, n, top_value, top, others, min_labels=MIN_LABELS, min_share=MIN_SHARE, alpha=ALPHA
