@@ -287,10 +287,11 @@ class LabelSchema:
         return {c.value for c in self.choices}
 
     def _check_one(self, value, what: str = "The label") -> int | float:
-        if self.kind != "binary" and (value is None or (isinstance(value, str) and not value.strip())):
+        if self.input == "slider" and (value is None or (isinstance(value, str) and not value.strip())):
             # What an untouched slider sends (the labeling page posts no value until it is moved).
-            how = "move the slider or type a number" if self.input == "slider" else "choose a rating"
-            raise LabelValueError(f"{what} is missing: {how} ({self.describe()}) before you submit.")
+            raise LabelValueError(
+                f"{what} is missing: move the slider or type a number ({self.describe()}) before you submit."
+            )
         if isinstance(value, bool):
             # true/false is a yes/no answer: the 1/0 of a binary schema (noise-audit.md), never a rating.
             if self.kind != "binary":
