@@ -84,6 +84,8 @@ def scale_point(value, *, lo: int, hi: int, step, what: str = "The label") -> tu
     within float spelling, ``_ON_STEP``). Raises LabelValueError naming the scale otherwise.
 
     The one check of a rating's value: the labeling page, the API and imported files all use it."""
+    if isinstance(value, str) and (number := parse_int(value)) is not None:
+        value = number  # quoted back as the number it spells, as integer scales always did
     grid = continuous_resolution(lo, hi) if step is None else Decimal(str(step))
     steps = f" in steps of {grid.normalize():f}" if step is not None and grid != 1 else ""
     scale = f"a number from {lo} to {hi}{steps}" if step is None or grid != 1 else None

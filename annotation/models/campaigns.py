@@ -144,6 +144,13 @@ class Campaign(models.Model):
             self.binarization, self.scale_anchors = {}, []
             self._clean_adaptive_k()
             return
+        if not isinstance(self.binarization or {}, dict):
+            raise ValidationError({"binarization": "A binarization is a map of value → 0 or 1."})
+        try:
+            mapping = binarization_clean((self.binarization or {}).items())
+        except LabelValueError as exc:
+            raise ValidationError({"binarization": str(exc)}) from exc
+        self.binarization = mapping  # canonical before the schema reads it
         if (problem := scale_step_problem(self.scale_min, self.scale_max, self.scale_step)) is not None:
             raise ValidationError({"scale_step": problem})
         schema = LabelSchema.for_campaign(self)
@@ -165,12 +172,6 @@ class Campaign(models.Model):
                 }
             )
         self.scale_anchors = self._clean_anchors(schema.intervals + 1 if schema.input == "buttons" else 2)
-        if not isinstance(self.binarization or {}, dict):
-            raise ValidationError({"binarization": "A binarization is a map of value → 0 or 1."})
-        try:
-            mapping = binarization_clean((self.binarization or {}).items())
-        except LabelValueError as exc:
-            raise ValidationError({"binarization": str(exc)}) from exc
         if mapping and self.scale_step != 1:
             raise ValidationError(
                 {

@@ -45,12 +45,12 @@ MOVED = 10  # prompts listed under "moved most"
 
 
 def card_alpha_level(campaign: Campaign) -> str:
-    """Krippendorff's α level on the card: nominal for binary answers, ordinal for a rating scale of
-    whole points (its points are ranks), interval for a finer or continuous one (a difference of 0.5
-    means the same anywhere on the scale)."""
-    if campaign.schema == Campaign.Schema.BINARY:
-        return "nominal"
-    return "ordinal" if campaign.scale_step == 1 else "interval"
+    """Krippendorff's α level on the card: nominal for binary answers, interval for rating scales, on
+    their raw values whatever the step (a rating is a number: 7.5 lies as far from 7 as 3 from 2.5).
+    Whole-point scales stay interval too: the card reproduces the Metrology paper's interval α on
+    WordSim-353's 0–10 whole points (tests/audits/live/test_card_live.py); the report lists the
+    ordinal α beside it (``audits.engine.agreement``)."""
+    return "nominal" if campaign.schema == Campaign.Schema.BINARY else "interval"
 
 
 def audit_scale_text(campaign: Campaign) -> str:

@@ -232,4 +232,4 @@ def test_with_a_map_the_report_and_card_add_the_unit_scale_view(researcher):
     card = instrument_card(campaign=campaign)
     assert card["noise"]["scale"] == "0/1, binarized by the map"
     assert [n["key"] for n in card["noise"]["numbers"]][:1] and card["noise_unit_scale"]["n_labels"] == len(frame)
-    assert card["repeatability"]["alpha"]["level"] == "ordinal"  # whole points: ranks
+    assert card["repeatability"]["alpha"]["level"] == "interval"
