@@ -16,7 +16,8 @@ DESKTOP = {"viewport": {"width": 1280, "height": 800}}
 
 
 def launched(researcher, n_prompts=2, **fields):
-    campaign = services.campaign_create(owner=researcher, title="Similarity", k=1, schema="rating", **fields)
+    fields.setdefault("k", 1)
+    campaign = services.campaign_create(owner=researcher, title="Similarity", schema="rating", **fields)
     rows = [{"id": f"q{i}", "text": f"How similar are the words of pair {i}?"} for i in range(n_prompts)]
     data = "".join(json.dumps(row) + "\n" for row in rows).encode()
     services.prompts_import(campaign=campaign, data=data, filename="q.jsonl")
@@ -110,3 +111,31 @@ def test_a_digit_typed_on_a_slider_page_goes_into_the_number(live_server, new_pa
     with page.expect_navigation():
         page.keyboard.press("Enter")
     assert Label.objects.get().value == 42.5 and errors == []
+
+
+@pytest.mark.parametrize("context", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_dashboard_labels_both_views_of_a_mapped_scale(live_server, new_page, researcher, make_user, context):
+    from audits import services as audit_services
+
+    campaign = launched(
+        researcher, n_prompts=4, k=3, scale_min=1, scale_max=4, binarization={"1": 0, "2": 0, "3": 1, "4": 1}
+    )
+    for i in range(3):
+        worker = services.worker_get_or_create(channel="sim", external_id=f"w{i}")
+        for j in range(4):
+            lease = services.lease_acquire(campaign=campaign, worker=worker)
+            services.label_submit(lease_id=lease.pk, worker=worker, value=1 + (i + j) % 4, client_token=f"{i}{j}")
+    audit_services.audit_refresh(campaign_id=campaign.pk)
+    unit = audit_services.audit_full(campaign_id=campaign.pk).data["unit_scale"]
+    page = new_page(**context)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    sign_in(page, live_server.url, "researcher")
+    page.goto(f"{live_server.url}/audits/{campaign.slug}/")
+    assert page.inner_text("#audit-scale") == "0/1, binarized by the map"
+    view = page.locator("#unit-scale-view")
+    view.wait_for(state="visible")
+    ln = unit["level_noise"]
+    assert "On the unit scale ((value − 1) / (4 − 1))" in view.inner_text()
+    assert (f"{ln:.4f}" if ln is not None else "undefined") in view.inner_text()
+    assert no_horizontal_scroll(page) and errors == []
