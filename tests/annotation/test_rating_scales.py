@@ -20,8 +20,10 @@ from annotation.selectors import label_export_rows
 from audits import LabelMatrix, noise_audit
 from audits import selectors as audit_selectors
 from audits import services as audit_services
+from audits.engine.markdown import render_markdown
 from audits.engine.noise import NOISE_KEYS
 from audits.selectors.card import instrument_card
+from audits.views.card import card_document
 from tests.helpers import sim_worker
 
 pytestmark = pytest.mark.django_db
@@ -233,3 +235,11 @@ def test_with_a_map_the_report_and_card_add_the_unit_scale_view(researcher):
     assert card["noise"]["scale"] == "0/1, binarized by the map"
     assert [n["key"] for n in card["noise"]["numbers"]][:1] and card["noise_unit_scale"]["n_labels"] == len(frame)
     assert card["repeatability"]["alpha"]["level"] == "interval"
+    # The Markdown report and the card's Markdown export label both views.
+    markdown = render_markdown(full)
+    assert (
+        "## The six numbers\n" in markdown
+        and "## The six numbers on the unit scale: (value − 0) / (10 − 0)" in markdown
+    )
+    card_md = card_document(campaign, card, "md").content.decode()
+    assert "SD, 0/1, binarized by the map)" in card_md and "SD, unit scale: (value − 0) / (10 − 0))" in card_md
