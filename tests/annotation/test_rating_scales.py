@@ -243,3 +243,10 @@ def test_with_a_map_the_report_and_card_add_the_unit_scale_view(researcher):
     )
     card_md = card_document(campaign, card, "md").content.decode()
     assert "SD, 0/1, binarized by the map)" in card_md and "SD, unit scale: (value − 0) / (10 − 0))" in card_md
+
+
+def test_the_campaign_page_states_the_step_and_the_unit_scale(client, researcher):
+    campaign = _launched(researcher)
+    client.force_login(researcher)
+    body = client.get(f"/campaigns/{campaign.slug}/").content.decode()
+    assert "0–10 in steps of 0.5" in body and "none: audited on the unit scale, (value − 0) / (10 − 0)" in body
