@@ -76,6 +76,20 @@ def _as_decimal(value) -> Decimal | None:
     return None
 
 
+def scale_description(lo: int, hi: int, step) -> str:
+    """What a valid rating is, as a refusal states it: "one of 1, 2, 3, 4" (whole points that are
+    buttons), "a whole number from 0 to 100", "a number from 0 to 10 in steps of 0.5", or for a
+    continuous scale "a number from 0 to 100"."""
+    if step is None:
+        return f"a number from {lo} to {hi}"
+    step = Decimal(str(step))
+    if step != 1:
+        return f"a number from {lo} to {hi} in steps of {step.normalize():f}"
+    if hi - lo + 1 <= MAX_BUTTONS:
+        return "one of " + ", ".join(str(v) for v in range(lo, hi + 1))
+    return f"a whole number from {lo} to {hi}"
+
+
 def scale_point(value, *, lo: int, hi: int, step, what: str = "The label") -> tuple[int, int | float]:
     """A rating on the scale ``lo``–``hi`` with ``step`` (a Decimal, or None for continuous): the index
     of its point on the scale's grid (0 at ``lo``; the grid is the step, or ``continuous_resolution``)
@@ -87,21 +101,16 @@ def scale_point(value, *, lo: int, hi: int, step, what: str = "The label") -> tu
     if isinstance(value, str) and (number := parse_int(value)) is not None:
         value = number  # quoted back as the number it spells, as integer scales always did
     grid = continuous_resolution(lo, hi) if step is None else Decimal(str(step))
-    steps = f" in steps of {grid.normalize():f}" if step is not None and grid != 1 else ""
-    scale = f"a number from {lo} to {hi}{steps}" if step is None or grid != 1 else None
+    expected = scale_description(lo, hi, step)
+    listed = expected.startswith("one of")  # a few whole points: refused as integer scales always were
     dec = _as_decimal(value)
     if dec is None or not lo - _ON_STEP <= dec <= hi + _ON_STEP:
-        if scale is None:
-            allowed = ", ".join(str(v) for v in range(lo, hi + 1))
-            raise LabelValueError(f"{what} must be one of {allowed}; got {shown(value)}.")
-        raise LabelValueError(f"{what} must be {scale}; got {shown(value)}.")
+        raise LabelValueError(f"{what} must be {expected}; got {shown(value)}.")
     position = (dec - lo) / grid
     index = position.to_integral_value()
     if step is not None and abs(position - index) > _ON_STEP / grid:
-        if scale is None:
-            allowed = ", ".join(str(v) for v in range(lo, hi + 1))
-            raise LabelValueError(f"{what} must be one of {allowed}; got {shown(value)}.")
-        raise LabelValueError(f"{what} must be {scale}; got {shown(value)}, which is not on a step.")
+        off = "" if listed else ", which is not on a step"
+        raise LabelValueError(f"{what} must be {expected}; got {shown(value)}{off}.")
     index = max(0, min(int(index), int((hi - lo) / grid)))
     point = lo + index * grid
     return index, int(point) if point == point.to_integral_value() else float(point)
@@ -310,13 +319,10 @@ class LabelSchema:
         return value
 
     def describe(self) -> str:
-        """What a valid value is, as a refusal states it ("one of 1, 2, 3, 4", "a number from 0 to 10")."""
-        if self.kind == "binary" or (self.step == 1 and self.intervals + 1 <= MAX_BUTTONS):
-            return "one of " + ", ".join(
-                str(v) for v in sorted(self.values or range(self.scale_min, self.scale_max + 1))
-            )
-        steps = "" if self.step is None or self.step == 1 else f" in steps of {self.step.normalize():f}"
-        return f"a number from {self.scale_min} to {self.scale_max}{steps}"
+        """What a valid value is, as a refusal states it (``scale_description`` for a rating scale)."""
+        if self.kind == "binary":
+            return "one of " + ", ".join(str(v) for v in sorted(self.values))
+        return scale_description(self.scale_min, self.scale_max, self.step)
 
     def _check_answer(self, value, what: str = "The answer") -> str:
         text = answer_normalize(value)

@@ -250,3 +250,11 @@ def test_the_campaign_page_states_the_step_and_the_unit_scale(client, researcher
     client.force_login(researcher)
     body = client.get(f"/campaigns/{campaign.slug}/").content.decode()
     assert "0–10 in steps of 0.5" in body and "none: audited on the unit scale, (value − 0) / (10 − 0)" in body
+
+
+def test_a_slider_of_whole_points_names_its_range_not_a_list_of_points():
+    schema = _schema(scale_min=0, scale_max=100)
+    assert schema.input == "slider" and schema.clean("42") == 42
+    with pytest.raises(LabelValueError) as refused:
+        schema.clean(42.5)
+    assert str(refused.value) == "The label must be a whole number from 0 to 100; got 42.5, which is not on a step."
