@@ -1,4 +1,5 @@
-"""Label schemas: which values a campaign accepts, how workers enter them, how the audit binarizes them."""
+"""Label schemas: which values a campaign accepts, how workers enter them, how the audit scales them
+(a rating onto the unit scale by its grid point, or through a binarization map)."""
 
 import dataclasses
 import math

@@ -258,3 +258,19 @@ def test_a_slider_of_whole_points_names_its_range_not_a_list_of_points():
     with pytest.raises(LabelValueError) as refused:
         schema.clean(42.5)
     assert str(refused.value) == "The label must be a whole number from 0 to 100; got 42.5, which is not on a step."
+
+
+def test_removing_the_map_rebuilds_the_live_audit_onto_the_unit_scale(researcher):
+    campaign = _launched(
+        researcher, scale_min=1, scale_max=4, scale_step=1, binarization={"1": 0, "2": 0, "3": 1, "4": 1}
+    )
+    _label_all(campaign, [1, 2, 3, 4, 4, 2, 3])
+    audit_services.audit_refresh(campaign_id=campaign.pk)
+    campaign = services.campaign_update(campaign=campaign, binarization={})
+    audit_services.audit_refresh(campaign_id=campaign.pk)  # the map changed: rebuilt, then audited
+    quick = audit_selectors.latest_snapshot(campaign=campaign).data
+    frame = pd.DataFrame(list(label_export_rows(campaign=campaign)))
+    offline = noise_audit(LabelMatrix.from_frame(frame, gold=None, rescale=(1, 4)))
+    for key in NOISE_KEYS:
+        assert _close(quick[key], getattr(offline, key)), (key, quick[key])
+    assert quick["n_labels"] == len(frame) and quick["straight_lining"] is None
