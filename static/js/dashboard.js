@@ -287,7 +287,8 @@
   }
   function topAnswer(w) {
     if (w.top_share === null || w.top_share === undefined) return "—";
-    return fmt(w.top_value, 0) + ": " + Math.round(w.top_share * 100) + " %";
+    // A unit-scale answer (0.75 on a 0–10 scale without a map) keeps its decimals; 0/1 answers print as before.
+    return String(+w.top_value.toFixed(3)) + ": " + Math.round(w.top_share * 100) + " %";
   }
   function controls(w) {
     if (w.control_accuracy === null || w.control_accuracy === undefined) return "—";

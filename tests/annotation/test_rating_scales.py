@@ -26,7 +26,7 @@ from audits.selectors.card import instrument_card
 from audits.views.card import card_document
 from tests.helpers import sim_worker
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
 HALVES = {"schema": "rating", "scale_min": 0, "scale_max": 10, "scale_step": 0.5}
 
