@@ -218,7 +218,7 @@ def test_without_a_map_every_audit_is_on_the_unit_scale_and_equals_the_offline_e
     assert max(card["precision"]["points"]["mean"]) <= 10 and raw.max() == 10  # raw scale, not 0–1
 
 
-def test_with_a_map_the_report_and_card_add_the_unit_scale_view(researcher):
+def test_with_a_map_the_report_and_card_add_the_unit_scale_view(researcher, client):
     fields = {"scale_min": 0, "scale_max": 10, "scale_step": 1, "binarization": {str(v): int(v > 5) for v in range(11)}}
     campaign = _launched(researcher, **fields)
     _label_all(campaign, [0, 2, 5, 7, 10, 6, 3])
@@ -241,6 +241,11 @@ def test_with_a_map_the_report_and_card_add_the_unit_scale_view(researcher):
         "## The six numbers\n" in markdown
         and "## The six numbers on the unit scale: (value − 0) / (10 − 0)" in markdown
     )
+    client.force_login(researcher)
+    page = client.get(f"/audits/{campaign.slug}/card/").content.decode()
+    assert 'id="noise-unit-scale"' in page and "unit scale: (value − 0) / (10 − 0)" in page
+    ln = full["unit_scale"]["level_noise"]
+    assert f'data-unit-number="level_noise">{ln:.4f}<' in page
     card_md = card_document(campaign, card, "md").content.decode()
     assert "SD, 0/1, binarized by the map)" in card_md and "SD, unit scale: (value − 0) / (10 − 0))" in card_md
 
