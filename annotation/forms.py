@@ -1,5 +1,6 @@
 """Forms of the browser UI. They parse and validate input only; the views hand the result to a service."""
 
+import math
 import re
 import uuid
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from annotation import adaptive
 from annotation.importing import upload_too_large_message
 from annotation.models import Campaign, Collaboration, Invitation, Prompt, QualityRule, WorkerAction
 from annotation.models.campaigns import MAX_K
-from annotation.schemas import LabelValueError, binarization_clean, parse_int
+from annotation.schemas import CONTINUOUS, LabelValueError, binarization_clean, parse_int
 from annotation.selectors import campaign_title_clash, title_clash_message
 from annotation.services.campaigns import FROZEN_ONCE_PROMPTS_EXIST
 from annotation.services.controls import MAX_IDS_AT_ONCE, control_settings_check
@@ -81,7 +82,7 @@ CAMPAIGN_FORM_GROUPS = (
         "rating",
         "Rating scale",
         (Schema.RATING, Schema.OPTION_RATING),
-        ["scale_min", "scale_max", "scale_anchors", "binarization"],
+        ["scale_min", "scale_max", "scale_step", "scale_anchors", "binarization"],
     ),
     (
         "free_text",
@@ -107,6 +108,7 @@ FROZEN_REASONS = {
     "schema": "the imported prompts (their gold values and options) were checked against it",
     "scale_min": "the imported gold values were checked against the scale",
     "scale_max": "the imported gold values were checked against the scale",
+    "scale_step": "the imported gold values were checked against the scale",
     "answer_min_length": "every answer stored keeps within the limits the campaign states",
     "answer_max_length": "every answer stored keeps within the limits the campaign states",
 }
@@ -121,7 +123,39 @@ def stop_consequences_checked(k, k_max, stop_confidence) -> adaptive.StopConsequ
     return adaptive.stop_consequences(k=k, k_max=k_max, stop_confidence=stop_confidence)
 
 
+class ScaleStepField(forms.CharField):
+    """A rating scale's step as typed: a number (1, 0.5, 0.1), or "continuous" (None); empty is the
+    default step, whole points, so a form posted without the field keeps today's scales."""
+
+    def prepare_value(self, value):
+        if value is None:
+            return CONTINUOUS
+        return f"{value:g}" if isinstance(value, float) else value
+
+    def to_python(self, value):
+        text = super().to_python(value).strip().lower()
+        if not text:
+            return 1.0
+        if text == CONTINUOUS:
+            return None
+        try:
+            step = float(text)
+        except ValueError:
+            raise forms.ValidationError(
+                f'Type a step such as 1, 0.5 or 0.1, or "{CONTINUOUS}"; got {text!r}.'
+            ) from None
+        if not math.isfinite(step):
+            raise forms.ValidationError(f'Type a step such as 1, 0.5 or 0.1, or "{CONTINUOUS}"; got {text!r}.')
+        return step
+
+
 class CampaignForm(forms.ModelForm):
+    scale_step = ScaleStepField(
+        required=False,
+        label="Step (rating scales)",
+        help_text=f"The step between points: 1 for whole points, 0.5 for halves, 0.1…; it must divide the scale. "
+        f'"{CONTINUOUS}" for any value. Up to 11 points are buttons, more (or continuous) a slider.',
+    )
     scale_anchors = AnchorsField(
         required=False,
         label="Scale anchors (rating scales)",
@@ -132,8 +166,9 @@ class CampaignForm(forms.ModelForm):
     binarization = BinarizationField(
         required=False,
         label="Binarization (rating scales)",
-        help_text="Which ratings count as 1 and which as 0 in the noise audit, e.g. 1=0, 2=0, 3=1, 4=1. "
-        "A rating left out (such as a middle point) is left out of the audit.",
+        help_text="Optional: which ratings count as 1 and which as 0 in a binarized view of the noise audit, e.g. "
+        "1=0, 2=0, 3=1, 4=1 (a rating left out, such as a middle point, is left out of that view). Without it the "
+        "audit puts ratings on 0–1 as (value − min) / (max − min); with it, both views are reported.",
     )
     # Not required: the forms of other schemas (and older pages) leave it out, which keeps the default.
     clustering_protocol = forms.TypedChoiceField(
@@ -154,6 +189,7 @@ class CampaignForm(forms.ModelForm):
             "negative_text",
             "scale_min",
             "scale_max",
+            "scale_step",
             "scale_anchors",
             "binarization",
             "answer_min_length",
@@ -376,6 +412,13 @@ class StudyForm(forms.ModelForm):
         required=False,
         label="Binarization (rating scales)",
         help_text="Optional: which ratings count as 1 and which as 0, e.g. 1=0, 2=0, 3=1, 4=1.",
+    )
+
+    scale_step = ScaleStepField(
+        required=False,
+        label="Scale step (rating scales)",
+        help_text='1 for whole points, 0.5 for half points, 0.1 …, or "continuous" for any value (WordSim-353\'s '
+        "ratings such as 9.75 and 6.8).",
     )
 
     class Meta:

@@ -51,7 +51,8 @@ class CampaignInput(serializers.ModelSerializer):
     binarization = serializers.DictField(
         child=serializers.ChoiceField(choices=[0, 1]),
         required=False,
-        help_text='Rating schemas: raw value → 0/1 for the audit, e.g. {"1": 0, "2": 0, "3": 1, "4": 1}.',
+        help_text="Rating schemas, optional: raw value → 0/1 for a binarized view of the audit, e.g. "
+        '{"1": 0, "2": 0, "3": 1, "4": 1}; without it the audit is on the unit scale (value − min) / (max − min).',
     )
     scale_anchors = serializers.ListField(
         child=serializers.CharField(max_length=MAX_ANCHOR_LENGTH),

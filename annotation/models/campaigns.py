@@ -4,11 +4,14 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from annotation.schemas import LabelSchema, LabelValueError, binarization_clean
+from annotation.schemas import MAX_BUTTONS, LabelSchema, LabelValueError, binarization_clean, scale_step_problem
 
-# The most points a rating scale may have (0–10 is the common widest): its buttons must fit one row
-# of a phone's screen (static/css/chorus.css), and single keys must tell them apart (schemas.py).
-MAX_SCALE_POINTS = 11
+# The most anchors a scale may carry: one per button (a scale of more points is a slider, whose
+# anchors are two, for its ends).
+MAX_SCALE_POINTS = MAX_BUTTONS
+# The most steps a stepped scale may have: as many as a continuous one keeps (schemas.CONTINUOUS_STEPS
+# up to ten times that), so the audit's integer sums stay far inside 64 bits.
+MAX_SCALE_STEPS = 10_000
 MAX_ANCHOR_LENGTH = 60
 # Free text: the longest answer a campaign may allow. Answers are short phrases (ProtoQA's longest
 # raw answer has 49 characters); a limit of a tweet's length still fits one line of the text input.
@@ -55,6 +58,13 @@ class Campaign(models.Model):
     negative_text = models.CharField(max_length=40, default="False", help_text="Binary schema: the 0 answer.")
     scale_min = models.SmallIntegerField(default=1, help_text="Rating schemas: lowest value.")
     scale_max = models.SmallIntegerField(default=4, help_text="Rating schemas: highest value.")
+    scale_step = models.FloatField(
+        null=True,
+        blank=True,
+        default=1.0,
+        help_text="Rating schemas: the step between the scale's points (1, 0.5, 0.1; it must divide the scale); "
+        "empty (null): continuous, entered with a slider. Up to 11 points are buttons, more a slider.",
+    )
     scale_anchors = models.JSONField(
         default=list,
         blank=True,
@@ -64,7 +74,8 @@ class Campaign(models.Model):
     binarization = models.JSONField(
         default=dict,
         blank=True,
-        help_text='Rating schemas: raw value → 0/1 for the audit, e.g. {"1": 0, "2": 0, "3": 1, "4": 1}.',
+        help_text="Rating schemas, optional: raw value → 0/1 for a binarized view of the audit, e.g. "
+        '{"1": 0, "2": 0, "3": 1, "4": 1}; without it the audit maps ratings onto 0–1 as (value − min) / (max − min).',
     )
 
     answer_min_length = models.PositiveSmallIntegerField(
@@ -154,25 +165,41 @@ class Campaign(models.Model):
             self.binarization, self.scale_anchors = {}, []
             self._clean_adaptive_k()
             return
-        points = self.scale_max - self.scale_min + 1
-        if points > MAX_SCALE_POINTS:
-            raise ValidationError(
-                {
-                    "scale_max": (
-                        f"A scale has at most {MAX_SCALE_POINTS} points (such as 0–10), so that its buttons fit one "
-                        f"row on a phone; {self.scale_min}–{self.scale_max} has {points}."
-                    )
-                }
-            )
-        self.scale_anchors = self._clean_anchors(points)
         if not isinstance(self.binarization or {}, dict):
             raise ValidationError({"binarization": "A binarization is a map of value → 0 or 1."})
         try:
             mapping = binarization_clean((self.binarization or {}).items())
         except LabelValueError as exc:
             raise ValidationError({"binarization": str(exc)}) from exc
-        if not mapping:
-            raise ValidationError({"binarization": "Rating scales need a binarization, e.g. 1=0, 2=0, 3=1, 4=1."})
+        self.binarization = mapping  # canonical before the schema reads it
+        if (problem := scale_step_problem(self.scale_min, self.scale_max, self.scale_step)) is not None:
+            raise ValidationError({"scale_step": problem})
+        schema = LabelSchema.for_campaign(self)
+        if schema.intervals > MAX_SCALE_STEPS:
+            raise ValidationError(
+                {
+                    "scale_step": (
+                        f"A scale has at most {MAX_SCALE_STEPS:,} steps; {self.scale_min}–{self.scale_max} in steps "
+                        f"of {schema.grid.normalize():f} has {schema.intervals:,}: take a larger step, or a "
+                        "continuous scale."
+                    )
+                }
+            )
+        if self.schema == self.Schema.OPTION_RATING and schema.input == "slider":
+            raise ValidationError(
+                {
+                    "scale_step": f"Rating each answer option takes buttons: a scale of at most {MAX_BUTTONS} points "
+                    "with a step, such as 1–5 or 1–3 in halves."
+                }
+            )
+        self.scale_anchors = self._clean_anchors(schema.intervals + 1 if schema.input == "buttons" else 2)
+        if mapping and self.scale_step != 1:
+            raise ValidationError(
+                {
+                    "binarization": "A binarization maps whole points: it needs a step of 1; leave it empty for "
+                    "this scale."
+                }
+            )
         outside = [raw for raw in mapping if not self.scale_min <= int(raw) <= self.scale_max]
         if outside:
             raise ValidationError(
@@ -222,10 +249,13 @@ class Campaign(models.Model):
                 )
 
     def _clean_anchors(self, points: int) -> list[str]:
+        """The anchors, one per point of a scale of buttons or two (its ends; a slider's only)."""
         anchors = self.scale_anchors or []
         if not isinstance(anchors, list) or not all(isinstance(text, str) for text in anchors):
             raise ValidationError({"scale_anchors": "Scale anchors are a list of texts, lowest point first."})
         anchors = [text.strip() for text in anchors]
+        if anchors and points == 2 and len(anchors) != 2 and self.label_schema.input == "slider":
+            raise ValidationError({"scale_anchors": f"A slider takes two anchors (its two ends); got {len(anchors)}."})
         if anchors and len(anchors) not in (2, points):
             raise ValidationError(
                 {

@@ -82,6 +82,13 @@ def _md_six_numbers(r: dict) -> list[str]:
     lines += _table(["number", "value"], rows)
     if r.get("system_noise_study") is not None:
         lines += ["", f'The study\'s "system noise" sqrt(LN² + PN_orig²) = {r["system_noise_study"]:.5f}.']
+    unit = r.get("unit_scale")
+    if unit:  # a rating scale with a binarization map: the same six numbers on its unit scale
+        lines += ["", f"## The six numbers on the {unit['view']}: {unit['scale']}", ""]
+        lines += _table(
+            ["number", "value"],
+            [[_NAMES[k], _f(unit[k], 5) if unit.get(k) is not None else "undefined"] for k in NOISE_KEYS],
+        )
     c = r.get("counts") or {}
     if c:
         lw, lp = c["labels_per_worker"], c["labels_per_prompt"]

@@ -26,7 +26,16 @@ from .feed import (
     report_download,
     snapshot_history,
 )
-from .full import campaign_label_matrix, full_audit_due, full_report_data, report_parquet, unit_name
+from .full import (
+    campaign_label_matrices,
+    campaign_label_matrix,
+    full_audit_due,
+    full_report_data,
+    report_parquet,
+    unit_name,
+    unit_scale_view,
+    value_scale,
+)
 from .stats import (
     LabelStats,
     Totals,
@@ -72,6 +81,9 @@ __all__ = [
     "dashboard_version",
     "full_audit_due",
     "full_report_data",
+    "campaign_label_matrices",
+    "unit_scale_view",
+    "value_scale",
     "ground_truths_for_report",
     "ground_truths_summary",
     "ground_truths_version",

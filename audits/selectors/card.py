@@ -27,7 +27,13 @@ from audits.engine.noise import noise_audit
 from audits.engine.systems import per_rater_scores
 from audits.engine.variance import resolution, variance_components
 from audits.models import BootstrapRun, System
-from audits.selectors.full import campaign_label_matrix
+from audits.selectors.full import (
+    campaign_label_matrices,
+    campaign_label_matrix,
+    unit_scale_numbers,
+    unit_scale_view,
+    value_scale,
+)
 from audits.selectors.systems import SINGLE_ANNOTATOR, leaderboard
 
 INSTRUMENT_NOTE = (
@@ -39,8 +45,21 @@ MOVED = 10  # prompts listed under "moved most"
 
 
 def card_alpha_level(campaign: Campaign) -> str:
-    """Krippendorff's α level on the card: nominal for binary answers, interval for rating scales."""
+    """Krippendorff's α level on the card: nominal for binary answers, interval for rating scales, on
+    their raw values whatever the step (a rating is a number: 7.5 lies as far from 7 as 3 from 2.5).
+    Whole-point scales stay interval too: the card reproduces the Metrology paper's interval α on
+    WordSim-353's 0–10 whole points (tests/audits/live/test_card_live.py); the report lists the
+    ordinal α beside it (``audits.engine.agreement``)."""
     return "nominal" if campaign.schema == Campaign.Schema.BINARY else "interval"
+
+
+def audit_scale_text(campaign: Campaign) -> str:
+    """The scale the audit's six numbers are on, in words (the card's and the dashboard's label)."""
+    if campaign.schema == Campaign.Schema.BINARY:
+        return f"0/1 ({campaign.negative_text} = 0, {campaign.positive_text} = 1)"
+    if campaign.binarization:
+        return "0/1, binarized by the map"
+    return f"unit scale, (value − {campaign.scale_min}) / ({campaign.scale_max} − {campaign.scale_min})"
 
 
 def card_alpha_options(campaign: Campaign, matrix) -> dict:
@@ -61,7 +80,9 @@ def _scale(campaign: Campaign) -> dict:
         limits = f"{campaign.answer_min_length}–{campaign.answer_max_length}"
         return {"text": f"free-text answers of {limits} characters", "binarization": None}
     anchors = campaign.scale_anchors or []
+    step = campaign.label_schema.step
     text = f"{campaign.scale_min}–{campaign.scale_max}"
+    text += ", continuous" if step is None else ("" if step == 1 else f" in steps of {step.normalize():f}")
     if anchors:
         text += f" ({anchors[0]} … {anchors[-1]})"
     return {"text": text, "anchors": anchors, "binarization": dict(campaign.binarization or {})}
@@ -264,11 +285,14 @@ def instrument_card(*, campaign: Campaign, compare: Campaign | None = None) -> d
         "bootstrap": bootstrap_summary(campaign=campaign),
         "unavailable": None,
     }
+    view = unit_scale_view(campaign)  # a rating scale with a map: its unit scale as a second view
     try:
-        matrix, watermark = campaign_label_matrix(campaign=campaign)
+        scales = [value_scale(campaign)] + ([view] if view else [])
+        matrices, watermark = campaign_label_matrices(campaign=campaign, scales=scales)
     except ValueError as error:  # no label matrix (free-text answers)
         card["unavailable"] = str(error)
         return card
+    matrix = matrices[0]
     card["watermark"] = watermark
     if matrix.n_labels == 0:
         card["unavailable"] = "No audited labels yet: the card fills in as labels arrive."
@@ -280,6 +304,8 @@ def instrument_card(*, campaign: Campaign, compare: Campaign | None = None) -> d
     alpha = krippendorff_alpha(matrix, level=level, values=values)
     shown = card["bootstrap"]["shown"]
     audit = noise_audit(matrix, ddof=ddof)
+    # The six numbers are on the audit's scale; everything else measures the raw labels ("values").
+    raw = f"raw labels ({_scale(campaign)['text']})" if values == "raw" else "0/1 labels"
     card.update(
         {
             "n_labels": matrix.n_labels,
@@ -292,15 +318,25 @@ def instrument_card(*, campaign: Campaign, compare: Campaign | None = None) -> d
             },
             "reproducibility": _reproducibility(campaign, matrix, compare) if compare is not None else None,
             "resolution": resolution(matrix, per_rater=_per_rater(campaign, matrix), values=values),
+            "scales": {
+                "noise": audit_scale_text(campaign),
+                "precision": raw,
+                "repeatability": raw,
+                "resolution": raw,
+                "variance_components": raw,
+                "systems": raw,
+            },
+            "noise_unit_scale": unit_scale_numbers(matrices[1]) if view else None,
             "noise": {
                 "sd": "sample" if ddof == 1 else "population",
+                "scale": audit_scale_text(campaign),
                 "numbers": [
                     {"key": m.key, "name": m.name, "value": getattr(audit, m.key), "reason": audit.reasons.get(m.key)}
                     for m in NUMBERS
                 ],
                 "intervals": shown["data"]["noise"] if shown else None,
             },
-            "variance_components": variance_components(matrix),
+            "variance_components": variance_components(matrix, values=values),
             # the leaderboard's own dict (audits.selectors.systems), on the same matrix
             "systems": leaderboard(campaign=campaign, matrix=matrix),
         }

@@ -166,6 +166,7 @@ FULL_SECTIONS = (
     "reasons",
     "computed_on",
     "notes",
+    "unit_scale",  # a rating scale with a binarization map: the six numbers on the unit scale too
 )
 # The six numbers as the dashboard's charts name them (its cards take the rest from the glossary):
 # the symbol with its subscript ("PN orig"), or the name where there is no symbol ("residual").

@@ -15,6 +15,7 @@ from annotation.models.workers import public_worker_id
 from annotation.parquet import parquet_chunks
 from audits.conf import audit_setting
 from audits.engine.matrix import LabelMatrix
+from audits.engine.noise import noise_audit
 from audits.engine.report import full_report
 from audits.engine.report_table import REPORT_COLUMNS, report_rows
 from audits.models import AuditSnapshot
@@ -29,27 +30,57 @@ def full_audit_skip_reason(campaign: Campaign) -> str | None:
     return FREE_TEXT_SKIP_REASON if campaign.schema == Campaign.Schema.FREE_TEXT else None
 
 
+def value_scale(campaign: Campaign) -> dict:
+    """How the audit scales the campaign's raw values, as ``LabelMatrix.from_triples`` takes it: the
+    binarization map (binary answers are 1/0), or a rating scale's ``rescale=(min, max)``, the unit
+    scale ``(value − min) / (max − min)`` of noise-audit.md ("The label matrix")."""
+    schema = campaign.label_schema
+    if schema.binarization:
+        return {"binarize": dict(schema.binarization)}
+    return {"rescale": (schema.scale_min, schema.scale_max)}
+
+
+def unit_scale_view(campaign: Campaign) -> dict | None:
+    """The second view of a rating scale that has a binarization map: its unit scale (``value_scale``'s
+    keywords); None when the audit's one view is already the unit scale or the schema has no scale."""
+    if campaign.schema not in (Campaign.Schema.RATING, Campaign.Schema.OPTION_RATING) or not campaign.binarization:
+        return None
+    return {"rescale": (campaign.scale_min, campaign.scale_max)}
+
+
 def unit_name(external_id: str, option: int) -> str:
     """The unit's name in exports and reports: the prompt's id, or ``<id>#<option>``."""
     return external_id if option == 0 else f"{external_id}#{option}"
 
 
 # ---------------------------------------------------------------------------------- the matrix
-def campaign_label_matrix(*, campaign: Campaign) -> tuple[LabelMatrix, int]:
+def campaign_label_matrix(*, campaign: Campaign, scale: dict | None = None) -> tuple[LabelMatrix, int]:
     """The campaign's label matrix (through the engine's ``LabelMatrix.from_triples``) and its
     watermark (the number of label rows it was built from): its audited labels
     (``Label.objects.audited()``: counted, not controls, no worker excluded from the audit).
 
     The labels come from one query, so they are a consistent set whatever is being submitted
     meanwhile. Units are named as in the label export (``<external id>`` or ``<external id>#<n>``);
-    workers by their public id (``<channel>:<id>``); gold comes from the prompts; raw values go
-    through the campaign's binarization map (values it leaves out are counted invalid). A free-text
-    campaign has no label matrix (``full_audit_skip_reason``): ValueError.
+    workers by their public id (``<channel>:<id>``); gold comes from the prompts; raw values are
+    scaled by ``scale`` (default ``value_scale``: the binarization map, whose left-out values are
+    counted invalid, or the unit scale). A free-text campaign has no label matrix
+    (``full_audit_skip_reason``): ValueError.
     """
+    (matrix,), watermark = campaign_label_matrices(campaign=campaign, scales=[scale or value_scale(campaign)])
+    return matrix, watermark
+
+
+def campaign_label_matrices(*, campaign: Campaign, scales: list[dict]) -> tuple[list[LabelMatrix], int]:
+    """``campaign_label_matrix`` under each of several ``scales`` (two views of one rating scale), all
+    from the same labels (one query) and so with one watermark."""
     if (reason := full_audit_skip_reason(campaign)) is not None:
         raise ValueError(f"Campaign {campaign.slug} has no label matrix: {reason}.")
     rows = list(Label.objects.audited().filter(campaign=campaign).values_list("worker_id", "prompt_id", "value"))
-    watermark = len(rows)
+    return [_label_matrix(campaign, rows, scale) for scale in scales], len(rows)
+
+
+def _label_matrix(campaign: Campaign, rows: list, scale: dict) -> LabelMatrix:
+    watermark = len(rows)  # the rows are a list (np.fromiter's count)
     per_option = campaign.schema == Campaign.Schema.OPTION_RATING
     prompts = Prompt.objects.filter(campaign=campaign, is_control=False)
     prompts = {
@@ -84,7 +115,7 @@ def campaign_label_matrix(*, campaign: Campaign) -> tuple[LabelMatrix, int]:
         values,
         gold=gold or None,
         group=groups,
-        binarize=dict(campaign.label_schema.binarization),
+        **scale,
         source=f"campaign {campaign.slug}",
     )
     names = dict(
@@ -103,7 +134,7 @@ def campaign_label_matrix(*, campaign: Campaign) -> tuple[LabelMatrix, int]:
     prompt_ids = np.array(
         [unit_name(prompts[int(u) // OPTION_BASE][0], int(u) % OPTION_BASE) for u in matrix.prompt_ids], dtype=object
     )
-    return dataclasses.replace(matrix, worker_ids=worker_ids, prompt_ids=prompt_ids), watermark
+    return dataclasses.replace(matrix, worker_ids=worker_ids, prompt_ids=prompt_ids)
 
 
 # ---------------------------------------------------------------------------------- the full audit
@@ -137,9 +168,13 @@ def full_audit_due(campaign_id: int, n_labels: int, now: datetime) -> bool:
     return enough or age >= audit_setting("FULL_MAX_AGE")
 
 
-def full_report_data(*, campaign: Campaign, matrix: LabelMatrix, watermark: int) -> dict:
+def full_report_data(
+    *, campaign: Campaign, matrix: LabelMatrix, watermark: int, unit_matrix: LabelMatrix | None = None
+) -> dict:
     """The engine's full report (``audits.engine.report.full_report``) as a JSON-serialisable dict, with
-    both volume-filter sweeps, and the watermark under ``computed_on``."""
+    both volume-filter sweeps, and the watermark under ``computed_on``. ``unit_matrix``: the same labels
+    on the unit scale, for a rating scale whose report is binarized (``unit_scale_view``); its six
+    numbers go under ``unit_scale`` (the top-level ones stay the binarized view)."""
     report = full_report(
         matrix,
         ddof=audit_setting("DDOF"),
@@ -151,7 +186,20 @@ def full_report_data(*, campaign: Campaign, matrix: LabelMatrix, watermark: int)
         k_range=(campaign.k, campaign.k_max) if campaign.k_max else None,
     ).to_dict()
     report["computed_on"]["watermark"] = watermark
+    if unit_matrix is not None:
+        report["unit_scale"] = unit_scale_numbers(unit_matrix)
     return report
+
+
+def unit_scale_numbers(matrix: LabelMatrix) -> dict:
+    """The six numbers of a rating scale on its unit scale, ``(value − min) / (max − min)``, labeled so:
+    the second view of a campaign with a binarization map (noise-audit.md, "The label matrix")."""
+    lo, hi = matrix.scale.rescale
+    return {
+        "view": "unit scale",
+        "scale": f"(value − {lo:g}) / ({hi:g} − {lo:g})",
+        **noise_audit(matrix, ddof=audit_setting("DDOF")).to_dict(),
+    }
 
 
 def report_parquet(report: dict) -> bytes:

@@ -59,13 +59,15 @@ def campaign_prompt_count(*, campaign: Campaign) -> int:
 
 
 def label_units(schema, value) -> list[tuple[int, float | None]]:
-    """A label's units and its scaled value on each: ``[(option, scaled value or None)]``.
+    """A label's units and the integer the statistics hold for it on each: ``[(option, point or None)]``.
 
     A binary or rating label is one unit (option 0); a per-option label is one unit per option
     (1, 2, …), as ``annotation.selectors.label_export_rows`` names them (``<external id>#<n>``).
-    The value goes through the campaign's ``LabelSchema.binarize``; None means the map leaves the
-    raw value out (counted invalid, not audited). A free-text answer has no unit: it is counted,
-    never scaled (its noise is read from the answer clusters, ``audits.selectors.clustering``).
+    The value goes through the campaign's ``LabelSchema.audit_point``: the binarization map's 0/1, or
+    the point's index on the scale's grid (the unit scale times ``LabelSchema.unit_divisor``, so every
+    running sum stays an exact integer); None means it is not audited (counted invalid). A free-text
+    answer has no unit: it is counted, never scaled (its noise is read from the answer clusters,
+    ``audits.selectors.clustering``).
     """
     if schema.kind == FREE_TEXT:
         return []
@@ -75,8 +77,8 @@ def label_units(schema, value) -> list[tuple[int, float | None]]:
 
 
 def _scaled(schema, raw) -> float | None:
-    scaled = schema.binarize(raw)
-    return None if scaled is None else float(scaled)
+    point = schema.audit_point(raw)
+    return None if point is None else float(point)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,21 +188,24 @@ def _unit_states(campaign: Campaign) -> np.ndarray:
     ).reshape(-1, 4)
 
 
-def _sufficient_stats(workers: list, states: np.ndarray, totals: Totals) -> dict:
-    """The engine's sufficient-statistics arrays (``noise_from_stats``' keywords): one entry per
-    worker, and the prompt side expanded from the unit-state histogram to one entry per unit."""
+def _sufficient_stats(workers: list, states: np.ndarray, totals: Totals, divisor: int = 1) -> dict:
+    """The engine's sufficient-statistics arrays (``noise_from_stats``' keywords) on the unit scale:
+    one entry per worker, and the prompt side expanded from the unit-state histogram to one entry per
+    unit. The statistics hold grid points (``label_units``): a sum is divided by ``divisor``
+    (``LabelSchema.unit_divisor``), a sum of squares by its square, so x/d sums to Σx/d, x²/d² to Σx²/d²."""
     w = np.array([row[1:] for row in workers], dtype=np.float64).reshape(-1, 3)
     repeat = states[:, 3].astype(np.int64)
+    d, d2 = float(divisor), float(divisor) ** 2
     return {
         "worker_count": w[:, 0],
-        "worker_sum": w[:, 1],
-        "worker_sumsq": w[:, 2],
+        "worker_sum": w[:, 1] / d,
+        "worker_sumsq": w[:, 2] / d2,
         "prompt_count": np.repeat(states[:, 0], repeat),
-        "prompt_sum": np.repeat(states[:, 1], repeat),
-        "prompt_sumsq": np.repeat(states[:, 2], repeat),
+        "prompt_sum": np.repeat(states[:, 1], repeat) / d,
+        "prompt_sumsq": np.repeat(states[:, 2], repeat) / d2,
         "total_count": float(totals.n_units),
-        "total_sum": totals.sum,
-        "total_sumsq": totals.sumsq,
+        "total_sum": totals.sum / d,
+        "total_sumsq": totals.sumsq / d2,
     }
 
 
@@ -218,16 +223,21 @@ def _binary_partitions(states: np.ndarray, k: int) -> dict | None:
 
 
 def quick_audit_data(*, campaign: Campaign, totals: Totals) -> dict:
-    """The quick snapshot's data: the six numbers (``noise_from_stats``), progress, partitions, and
-    the straight-lining flags (``straight_lining_binary`` on each worker's count of 1s: scaled values
-    are 0/1, so the statistics' sum is that count), as the full report's ``straight_lining`` section.
+    """The quick snapshot's data: the six numbers (``noise_from_stats``) on the unit scale, progress,
+    partitions, and the straight-lining flags (``straight_lining_binary`` on each worker's count of 1s,
+    which is the statistics' sum when the values are 0/1: binary answers or a binarization map; a
+    rating scale audited on the unit scale has no such flags here, ``worker_quality`` has its habits),
+    as the full report's ``straight_lining`` section.
 
     Call it inside one consistent read of the statistics, with the totals read there.
     """
     workers = _worker_stats(campaign)
     states = _unit_states(campaign)
-    audit = noise_from_stats(ddof=audit_setting("DDOF"), **_sufficient_stats(workers, states, totals))
-    straight = straight_lining_binary([w[0] for w in workers], [w[1] for w in workers], [w[2] for w in workers])
+    divisor = campaign.label_schema.unit_divisor
+    audit = noise_from_stats(ddof=audit_setting("DDOF"), **_sufficient_stats(workers, states, totals, divisor))
+    straight = None
+    if divisor == 1:
+        straight = straight_lining_binary([w[0] for w in workers], [w[1] for w in workers], [w[2] for w in workers])
     if campaign.k_max is None:
         progress = Progress(
             n_prompts=campaign_prompt_count(campaign=campaign),
@@ -252,8 +262,9 @@ def quick_audit_data(*, campaign: Campaign, totals: Totals) -> dict:
             "percent": round(progress.percent, 2),
         },
         units_by_label_count={str(int(c)): int(n) for c, n in _count_hist(states).items()},
-        partitions=_binary_partitions(states, campaign.k),
-        straight_lining=straight.to_dict(scaled_value_names(campaign)),
+        # Grid points 0/1 are 0/1 answers only when nothing divides them (a half-point scale's 0 and 0.5 are not).
+        partitions=_binary_partitions(states, campaign.k) if divisor == 1 else None,
+        straight_lining=straight.to_dict(scaled_value_names(campaign)) if straight is not None else None,
     )
     return data
 

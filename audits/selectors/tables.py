@@ -112,6 +112,8 @@ def worker_table(
         for public, standing in standings.items()
         if public not in listed and any(standing[key] for key in STANDINGS)
     ]
+    # The statistics hold grid points (audits.selectors.stats.label_units): the mean is on the unit scale.
+    divisor = campaign.label_schema.unit_divisor
     rows = []
     for public, n_labels, n_units, n_invalid, total in stats:
         acc, acc_gold, habit, numbers = accuracy.get(public), gold.get(public), straight.get(public), live.get(public)
@@ -120,7 +122,7 @@ def worker_table(
             "labels": n_labels,
             "units": n_units,
             "invalid": n_invalid,
-            "mean": (total / n_units) if n_units else None,
+            "mean": (total / n_units / divisor) if n_units else None,
             "accuracy": acc["accuracy"] if acc else None,
             "ci_normal": acc["ci_normal"] if acc else None,
             "ci_wilson": acc["ci_wilson"] if acc else None,
@@ -221,13 +223,13 @@ def ambiguous_units(*, campaign: Campaign, limit: int = 10) -> list[dict]:
         unit_labels = []
         for worker, value in labels.get(u.prompt_id, []):
             raw = value[u.option - 1] if u.option and isinstance(value, list) else value
-            unit_labels.append({"worker": worker, "value": raw, "scaled": schema.binarize(raw)})
+            unit_labels.append({"worker": worker, "value": raw, "scaled": schema.unit_value(raw)})
         out.append(
             {
                 "unit": unit_name(u.prompt.external_id, u.option),
                 "text": text,
                 "count": u.count,
-                "mean": u.sum / u.count if u.count else None,
+                "mean": u.sum / u.count / schema.unit_divisor if u.count else None,  # on the unit scale
                 "labels": unit_labels,
             }
         )

@@ -56,6 +56,7 @@ from audits.engine.workers import (
 )
 from audits.models import WorkerBiasStats, WorkerQualityStats, WorkerValueCount
 from audits.quality_tables import bias_deltas_fold, campaign_median_seconds
+from audits.selectors.full import value_scale
 
 
 @dataclasses.dataclass
@@ -213,7 +214,7 @@ def _bias_and_habit(campaign: Campaign, audited: list, table: dict, excluded: se
         workers.astype(np.int64),
         units.astype(np.int64),
         values.astype(np.float64),
-        binarize=dict(campaign.label_schema.binarization),
+        **value_scale(campaign),
         duplicates="unchecked",
     )
     ids = [int(w) for w in matrix.worker_ids]
@@ -274,8 +275,10 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
     for worker_id, n_labels, _, _, _ in stats:
         table[worker_id].n_labels = n_labels
     if campaign.schema != Campaign.Schema.FREE_TEXT:
-        _bias_from_sums(sums, table)
-        _habit_from_counts(values, table)
+        # The statistics hold grid points (audits.selectors.stats.label_units): back to the unit scale.
+        schema = campaign.label_schema
+        _bias_from_sums(sums, table, schema.unit_divisor)
+        _habit_from_counts(values, table, schema.point_unit)
     results = {w: (c, r) for w, _, c, r, _ in stats if c} if n_control_prompts else {}
     min_controls = _controls_from_counts(results, table, n_control_prompts)
     _speed_from_medians([(w, n + c, m) for w, n, c, _, m in stats if n + c], median, table)
@@ -328,8 +331,9 @@ def _stats_read(campaign: Campaign) -> tuple:
     return stats, values, sums, table, n_control_prompts, n_timed, median
 
 
-def _bias_from_sums(sums: list, table: dict, confidence: float = 0.95) -> None:
-    """Bias and its t interval from ``WorkerBiasStats``: with d = x − o/k on each compared cell,
+def _bias_from_sums(sums: list, table: dict, divisor: int = 1, confidence: float = 0.95) -> None:
+    """Bias and its t interval from ``WorkerBiasStats`` (in grid points, divided by ``divisor`` at the
+    end to give the unit scale): with d = x − o/k on each compared cell,
     Σd = Σ_k (Σx − Σo/k) and Σd² = Σ_k (Σx² − 2Σxo/k + Σo²/k²), exactly (integers over a common
     denominator), then as
     :func:`audits.engine.workers.worker_bias` takes them (mean, sum of squared deviations)."""
@@ -352,8 +356,8 @@ def _bias_from_sums(sums: list, table: dict, confidence: float = 0.95) -> None:
             d += sx * big - so * f
             q += (sxx * big - 2 * sxo * f) * big + soo * f * f
         count.append(n)
-        bias_list.append(d / (n * big))
-        ss_list.append(max(n * q - d * d, 0) / (n * big * big))
+        bias_list.append(d / (n * big * divisor))
+        ss_list.append(max(n * q - d * d, 0) / (n * big * big * divisor * divisor))
     n = np.array(count, dtype=np.int64)
     bias = np.array(bias_list)
     ss = np.array(ss_list)
@@ -370,9 +374,10 @@ def _bias_from_sums(sums: list, table: dict, confidence: float = 0.95) -> None:
         row.bias_ci = _pair(bias[i] - half[i], bias[i] + half[i])
 
 
-def _habit_from_counts(values: list, table: dict) -> None:
-    """The most frequent answer and its share (``audits.engine.flags.straight_lining``) from each
-    worker's count of each scaled value."""
+def _habit_from_counts(values: list, table: dict, to_unit=float) -> None:
+    """The most frequent answer (on the unit scale: ``to_unit`` of the grid point, the schema's
+    ``point_unit``) and its share (``audits.engine.flags.straight_lining``) from each worker's count
+    of each grid point."""
     counts: dict[int, dict] = {}
     per_value: dict[int, int] = {}
     for worker_id, value, n in values:
@@ -390,7 +395,7 @@ def _habit_from_counts(values: list, table: dict) -> None:
         rest = total - cells
         n.append(cells)
         top.append(mine[value])
-        top_value.append(float(value))
+        top_value.append(to_unit(value))
         others.append((per_value[value] - mine[value]) / rest if rest > 0 else np.nan)
     habit = straight_lining_rule(
         ids, n, top_value, top, others, min_labels=MIN_LABELS, min_share=MIN_SHARE, alpha=ALPHA

@@ -58,7 +58,8 @@ def _median_sql() -> str:
 
 
 def _int(x) -> int:
-    # Scaled values are integers (LabelSchema.binarization maps to ints): every bias sum is exact.
+    # The statistics hold integers (LabelSchema.audit_point: the map's 0/1 or a grid point), so every
+    # bias sum is exact; worker_quality divides by LabelSchema.unit_divisor for the unit scale.
     value = float(x)
     if not value.is_integer():
         raise ValueError(f"scaled value {x!r} is not an integer")

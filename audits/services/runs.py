@@ -173,7 +173,11 @@ def _audit_full(campaign_id: int, started: float, cpu: float) -> AuditSnapshot |
         return None
     stats = AuditStats.objects.filter(campaign_id=campaign_id)
     rebuilds = stats.values_list("rebuilds", flat=True).first()  # read before the labels
-    matrix, watermark = selectors.campaign_label_matrix(campaign=campaign)
+    # A rating scale with a binarization map is reported in both views, from the same labels.
+    view = selectors.unit_scale_view(campaign)
+    scales = [selectors.value_scale(campaign)] + ([view] if view else [])
+    matrices, watermark = selectors.campaign_label_matrices(campaign=campaign, scales=scales)
+    matrix, unit_matrix = matrices[0], (matrices[1] if view else None)
     existing = AuditSnapshot.objects.filter(
         campaign=campaign, kind=AuditSnapshot.Kind.FULL, watermark=watermark
     ).first()
@@ -181,7 +185,7 @@ def _audit_full(campaign_id: int, started: float, cpu: float) -> AuditSnapshot |
         return existing
     if watermark == 0:
         return None
-    report = selectors.full_report_data(campaign=campaign, matrix=matrix, watermark=watermark)
+    report = selectors.full_report_data(campaign=campaign, matrix=matrix, watermark=watermark, unit_matrix=unit_matrix)
     with transaction.atomic(durable=True):
         if stats.filter(Q(needs_rebuild=True) | ~Q(rebuilds=rebuilds)).exists():
             return None  # labels changed under this run (a void label, a new map): the next run redoes it

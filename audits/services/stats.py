@@ -13,6 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from annotation.models import Campaign, Label, Prompt
+from annotation.schemas import FREE_TEXT
 from audits import selectors
 from audits.conf import audit_setting
 from audits.models import (
@@ -33,8 +34,12 @@ from audits.services.scheduling import audit_schedule_recompute
 
 
 def scale_key(schema) -> dict:
-    """The raw → scaled value map as stored in ``AuditStats.scale`` (JSON object keys are strings)."""
-    return {str(raw): scaled for raw, scaled in sorted(schema.binarization.items())}
+    """How the statistics scale raw values, as stored in ``AuditStats.scale``: the raw → 0/1 map (JSON
+    object keys are strings), or without one the scale's grid, ``{"unit_scale": [min, max, step]}``
+    (``LabelSchema.audit_point``), so that adding or removing a map rebuilds the statistics."""
+    if schema.binarization or schema.kind == FREE_TEXT:
+        return {str(raw): scaled for raw, scaled in sorted(schema.binarization.items())}
+    return {"unit_scale": [schema.scale_min, schema.scale_max, f"{schema.grid.normalize():f}"]}
 
 
 def _stats_row(campaign_id: int, scale: dict, *, exclude_label: int | None = None) -> tuple[dict, bool]:
@@ -195,8 +200,8 @@ def _states_move(*, campaign_id: int, shard: int, moves: list) -> None:
     """Move each unit from its old state to its new one in the shard's histogram: one UPDATE for all
     the rows that exist, then an insert for each state the shard has never seen.
 
-    Scaled values are integers (``LabelSchema.binarization`` maps to ints), so a unit's old state is
-    its new one minus the value, exactly.
+    The statistics hold integers (``LabelSchema.audit_point``: the map's 0/1, or a point's index on the
+    scale's grid), so a unit's old state is its new one minus the value, exactly.
     """
     delta: dict[tuple, int] = {}
     for (count, total, sumsq), scaled in moves:

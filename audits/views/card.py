@@ -127,6 +127,7 @@ def _context(campaign, card) -> dict:
     """What the page and both rendered exports show: the card, its charts and its printed intervals."""
     intervals = intervals_display(card["bootstrap"])
     noise = card.get("noise") or {"numbers": []}
+    unit = card.get("noise_unit_scale")  # the second view of a rating scale with a binarization map
     return {
         "campaign": campaign,
         "card": card,
@@ -134,6 +135,7 @@ def _context(campaign, card) -> dict:
         "intervals": intervals,
         "noise_rows": [{**n, "interval": intervals["noise"].get(n["key"], "—")} for n in noise["numbers"]],
         "system_rows": _system_rows(card.get("systems")),
+        "unit_rows": [{**n, "value": unit.get(n["key"])} for n in noise["numbers"]] if unit else [],
     }
 
 

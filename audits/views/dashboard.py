@@ -28,6 +28,7 @@ from audits.engine.markdown import render_markdown
 from audits.engine.truths import METHODS
 from audits.models import AuditSnapshot
 from audits.selectors import agreement, truths
+from audits.selectors.card import audit_scale_text
 from audits.selectors.feed import delta_token_parse
 from audits.selectors.full import full_audit_skip_reason
 
@@ -51,6 +52,7 @@ def dashboard(request, slug):
         "skip_reason": full_audit_skip_reason(campaign),
         "free_text": campaign.schema == Campaign.Schema.FREE_TEXT,
         "kappa_min_shared": KAPPA_MIN_SHARED,
+        "audit_scale": audit_scale_text(campaign),
     }
     return render(request, "audits/dashboard.html", context)
 

@@ -264,7 +264,7 @@
     text($("sd-convention"), quick.sd);
     text($("counts"), count(quick.n_workers, "worker") + ", " + count(quick.n_prompts, "prompt") + ", " +
       count(quick.n_labels, "label") + " audited (a per-option label counts once per option); " + quick.n_invalid +
-      " invalid (outside the binarization map, not audited).");
+      " invalid (outside the schema or the binarization map, not audited).");
     var p = quick.progress;
     $("progress").max = p.labels_wanted || 1;
     $("progress").value = p.labels;
@@ -305,7 +305,8 @@
                 (w.bias_ci ? "[" + signed(w.bias_ci[0]) + ", " + signed(w.bias_ci[1]) + "] " : "") + "(N = " + w.n_compared + ")");
   }
   function topAnswer(w) {
-    return pair(present(w.top_share) ? fmt(w.top_value, 0) + ": " + Math.round(w.top_share * 100) + " %" : null, "");
+    // A unit-scale answer (0.75 on a 0–10 scale without a map) keeps its decimals; 0/1 answers print as before.
+    return pair(present(w.top_share) ? String(+w.top_value.toFixed(3)) + ": " + Math.round(w.top_share * 100) + " %" : null, "");
   }
   function controls(w) {
     return pair(present(w.control_accuracy) ? fmt(w.control_accuracy, 2) : null,
@@ -449,6 +450,16 @@
     drawSweep("min", filters.min);
     drawSweep("max", filters.max);
     drawAgreement(full.agreement, full.agreement_note);
+    drawUnitScale(full.report.unit_scale);
+  }
+
+  /* A rating scale with a binarization map: the full audit's second view, the six numbers on the unit scale. */
+  function drawUnitScale(unit) {
+    var box = $("unit-scale-view");
+    box.hidden = !unit;
+    if (!unit) return;
+    text(box, "On the " + unit.view + " (" + unit.scale + "), from the full audit on " + unit.n_labels + " labels: " +
+      state.numbers.map(function (n) { return n.name + " " + (unit[n.key] === null ? "undefined" : fmt(unit[n.key])); }).join(", ") + ".");
   }
 
   /* A method's name as its checkbox says it (Dawid–Skene), for its key in the feed (dawid_skene). */

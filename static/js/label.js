@@ -64,6 +64,46 @@
     });
   });
 
+  // --- a slider: the number input beside it is the value sent, empty until the worker sets one -------
+  var slider = form.querySelector(".rating-slider");
+  var number = form.querySelector(".rating-number");
+  var refusal = form.querySelector(".slider-refusal");
+
+  function touched() {
+    slider.classList.remove("untouched");
+    if (refusal) {
+      refusal.hidden = true;
+    }
+  }
+
+  if (slider && number) {
+    if (number.value !== "") {  // a refused value shown again: the slider shows it too
+      slider.value = number.value;
+      touched();
+    }
+    slider.addEventListener("input", function () {
+      number.value = slider.value;
+      touched();
+    });
+    number.addEventListener("input", function () {
+      if (number.value !== "") {
+        slider.value = number.value;
+        touched();
+      }
+    });
+    // An untouched slider would send no value: say so here rather than after a round trip (the server
+    // refuses it as well, for a page without this script).
+    form.addEventListener("submit", function (event) {
+      if (number.value === "") {
+        event.preventDefault();
+        event.stopImmediatePropagation();
+        submitting = false;
+        refusal.hidden = false;
+        slider.focus();
+      }
+    });
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event) || submitting) {
       return;
@@ -78,6 +118,25 @@
         setCurrent(current + (key === "ArrowDown" ? 1 : -1));
       } else if (rate(key)) {
         event.preventDefault();
+      }
+      return;
+    }
+    if (slider && number) {
+      // A digit typed anywhere starts typing the rating in the number input; arrows move the slider.
+      if (/^[0-9]$/.test(key) && event.target !== number) {
+        event.preventDefault();
+        number.focus();
+        number.value = key;
+        number.dispatchEvent(new Event("input"));
+      } else if ((key === "ArrowLeft" || key === "ArrowRight") && event.target !== slider) {
+        event.preventDefault();
+        slider.focus();
+        if (slider.classList.contains("untouched")) {
+          slider.dispatchEvent(new Event("input"));  // the first arrow sets the value the slider shows
+        } else {
+          slider[key === "ArrowRight" ? "stepUp" : "stepDown"]();
+          slider.dispatchEvent(new Event("input"));
+        }
       }
       return;
     }

@@ -39,9 +39,10 @@ def test_one_anchor_per_point_two_for_the_ends_or_none(researcher, anchors):
         ({"scale_anchors": ["bad", "x" * 61]}, "anchor 2 has 61."),
         ({"scale_anchors": "bad, good"}, "Scale anchors are a list of texts, lowest point first."),
         ({"scale_anchors": ["bad", 4]}, "Scale anchors are a list of texts"),
+        # Twelve points are a slider, whose anchors name its two ends.
         (
-            {"scale_min": 0, "scale_max": 11, "binarization": {"0": 0, "11": 1}},
-            "A scale has at most 11 points (such as 0–10), so that its buttons fit one row on a phone; 0–11 has 12.",
+            {"scale_min": 0, "scale_max": 11, "scale_anchors": ["low", "middle", "high"]},
+            "A slider takes two anchors (its two ends); got 3.",
         ),
     ],
 )

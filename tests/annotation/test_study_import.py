@@ -18,7 +18,7 @@ from annotation.services.rules import rule_create
 from annotation.services.studies import study_import
 from audits import services as audit_services
 from audits.engine.noise import NOISE_KEYS
-from tests.audits.conftest import comve_labels, tgcsr_labels, write_csv  # noqa: F401 (a fixture)
+from tests.audits.conftest import comve_labels, tgcsr_labels, wordsim_labels, write_csv  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -173,3 +173,34 @@ def test_the_page_imports_a_study_and_names_a_bad_line(researcher_client):
     page = response.content.decode()
     assert "An imported study" in page and "Imported 2 labels of 2 workers" in page
     assert campaign.prompts.get().text == "The sky is blue."
+
+
+def test_wordsim353_set1_as_a_continuous_study_has_the_offline_commands_alpha_and_precision(researcher, tmp_path):
+    """Issue 22's acceptance case: 153 pairs × 13 raters on the real 0–10 scale (9.75, 8.25, 6.8 among the
+    ratings), no binarization: the card's interval α is 0.666374, and its precision and the six numbers
+    equal the offline command's on the same file (--rescale 0:10)."""
+    from audits.selectors.card import instrument_card
+
+    path = wordsim_labels(tmp_path, sets=("set1",))
+    imported = study_import(
+        owner=researcher,
+        title="WordSim-353, set 1",
+        labels_path=path,
+        labels_name=path.name,
+        schema="rating",
+        scale_min=0,
+        scale_max=10,
+        scale_step=None,
+    )
+    assert (imported.n_prompts, imported.n_workers, imported.n_labels) == (153, 13, 153 * 13)
+    values = set(Label.objects.filter(campaign=imported.campaign).values_list("value", flat=True))
+    assert {9.75, 8.25, 6.8} <= values
+    report = offline(path, "--rescale", "0:10", "--alpha-level", "interval")
+    assert_same_audit(imported.campaign, report)
+    card = instrument_card(campaign=imported.campaign)
+    alpha = card["repeatability"]["alpha"]
+    assert alpha["level"] == "interval" and round(alpha["value"], 6) == 0.666374
+    assert alpha["value"] == pytest.approx(report["agreement"]["alpha_interval"]["value"], abs=1e-9)
+    precision = card["precision"]
+    assert precision["n_items"] == report["precision"]["n_items_with_sd"] == 153
+    assert precision["mean"] == pytest.approx(report["precision"]["mean_item_sd"], abs=1e-9)

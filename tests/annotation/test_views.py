@@ -79,7 +79,13 @@ def test_create_a_rating_campaign_with_its_binarization(researcher_client):
 @pytest.mark.parametrize(
     "overrides, field, message",
     [
-        ({"schema": "rating", "binarization": ""}, "binarization", "Rating scales need a binarization"),
+        ({"schema": "rating", "scale_step": "0.4"}, "scale_step", "A step of 0.4 does not divide the scale 1–4"),
+        ({"schema": "rating", "scale_step": "half"}, "scale_step", "or \"continuous\"; got 'half'"),
+        (
+            {"schema": "rating", "scale_step": "0.5", "binarization": "1=0, 4=1"},
+            "binarization",
+            "A binarization maps whole points",
+        ),
         ({"schema": "rating", "binarization": "1=2"}, "binarization", "is not of the form"),
         ({"schema": "rating", "binarization": "7=1"}, "binarization", "outside the scale 1–4"),
         ({"schema": "rating", "scale_min": 5, "scale_max": 5, "binarization": "5=1"}, "scale_max", "must be above"),

@@ -36,7 +36,7 @@ def test_create_then_read_a_campaign(researcher, api):
         ({"title": "x", "schema": "rating", "binarization": {"1": 2}}, "binarization"),
         ({"title": "x", "schema": "rating", "binarization": [1, 0]}, "binarization"),
         ({"title": "x", "lease_seconds": 1}, "lease_seconds"),
-        ({"title": "x", "schema": "rating"}, "binarization"),
+        ({"title": "x", "schema": "rating", "scale_step": 0.4}, "scale_step"),  # 0.4 does not divide 1–4
         ({"title": "x" * 201}, "title"),
     ],
 )

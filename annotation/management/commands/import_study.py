@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.importing import PromptFileError
+from annotation.schemas import CONTINUOUS
 from annotation.services.studies import study_import
 
 
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--schema", default="binary", help="binary, rating or free_text")
         parser.add_argument("--scale-min", type=int)
         parser.add_argument("--scale-max", type=int)
+        parser.add_argument("--scale-step", help='rating schemas: 1, 0.5, 0.1 … or "continuous" (default 1)')
         parser.add_argument("--binarization", help='rating schemas: JSON map raw value → 0/1, e.g. {"1": 0, "4": 1}')
 
     def handle(self, *args, **options):
@@ -33,6 +35,12 @@ class Command(BaseCommand):
         for name in ("scale_min", "scale_max"):
             if options[name] is not None:
                 fields[name] = options[name]
+        if options["scale_step"]:
+            step = options["scale_step"].strip().lower()
+            try:
+                fields["scale_step"] = None if step == CONTINUOUS else float(step)
+            except ValueError as exc:
+                raise CommandError(f'--scale-step: a number or "{CONTINUOUS}", not {step!r}') from exc
         if options["binarization"]:
             try:
                 fields["binarization"] = json.loads(options["binarization"])

@@ -109,7 +109,8 @@ def test_the_demo_dashboard_flags_its_spammers_and_fits_a_phone(
         expect(row.locator("td.flags")).to_have_text("")
     expect(page.locator("th.gold-only")).to_be_visible()  # the demo's prompts have gold
     expect(page.locator("#min-scored")).to_have_text("15")
-    expect(page.locator("#agreement-body tr")).to_have_count(2)
+    # yes/no labels: α (nominal), AC1, and Cohen's (mean over pairs) and Fleiss' κ
+    expect(page.locator("#agreement-body tr")).to_have_count(4)
     expect(page.locator('#agreement-body tr[data-key="alpha_nominal"] td').nth(3)).to_have_text(
         "60 prompts, 300 labels"
     )

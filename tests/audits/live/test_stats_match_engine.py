@@ -93,6 +93,12 @@ CASES = [
     # 5 is outside the map: counted invalid, never audited
     ("rating", {"scale_max": 5, "binarization": {"1": 0, "2": 0, "4": 1, "5": 1}}, [1, 2, 3, 4, 5], 4),
     ("option_rating", {"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}}, [1, 2, 3, 4], 5),
+    # Without a map the audit is on the unit scale, (value − min) / (max − min) (issue 22): half points,
+    # whole points, a continuous 0–100 scale, and per-option ratings.
+    ("rating", {"scale_min": 0, "scale_max": 10, "scale_step": 0.5}, [0, 2.5, 5, 7.5, 10, 6.5], 6),
+    ("rating", {"scale_min": 1, "scale_max": 7}, [1, 2, 3, 4, 5, 6, 7], 7),
+    ("rating", {"scale_min": 0, "scale_max": 100, "scale_step": None}, [0, 12.3, 37.5, 99.9, 100], 8),
+    ("option_rating", {}, [1, 2, 3, 4], 9),
 ]
 
 
@@ -117,11 +123,16 @@ def test_incremental_numbers_equal_the_engine_on_the_same_labels(researcher, sch
 
         # The export is a labels file: the engine reading it agrees too (units named <id>#<n>).
         frame = pd.DataFrame(list(label_export_rows(campaign=campaign)))
-        exported = LabelMatrix.from_frame(frame, gold=None, binarize=campaign.label_schema.binarization)
+        exported = LabelMatrix.from_frame(frame, gold=None, **audit_selectors.value_scale(campaign))
         _assert_same_numbers(quick, noise_audit(exported))
         assert sorted(map(str, exported.prompt_ids)) == sorted(map(str, matrix.prompt_ids))
+        # The export carries the raw value (7.5, not 0.75 nor a grid point).
+        assert set(exported.raw.tolist()) <= {float(v) for v in values}
 
-        assert quick["partitions"] == noise_partitions(matrix, k=k).to_dict()
+        if campaign.label_schema.unit_divisor == 1:  # 0/1 values: binary answers or a map
+            assert quick["partitions"] == noise_partitions(matrix, k=k).to_dict()
+        else:
+            assert quick["partitions"] is None
         checked += 1
     assert checked >= 2
 
@@ -219,7 +230,7 @@ def test_a_full_run_that_read_the_labels_before_a_rebuild_is_not_saved(researche
     rng = random.Random(12)
     campaign = _campaign(researcher, schema="binary", n_prompts=6, k=3, rng=rng)
     _random_labels(campaign, [sim_worker() for _ in range(4)], rng, 10, [0, 1])
-    read_labels = audit_selectors.campaign_label_matrix
+    read_labels = audit_selectors.campaign_label_matrices
 
     def read_then_void(**kwargs):
         read = read_labels(**kwargs)
@@ -227,9 +238,9 @@ def test_a_full_run_that_read_the_labels_before_a_rebuild_is_not_saved(researche
         audit_services.stats_rebuild(campaign_id=campaign.pk)
         return read
 
-    monkeypatch.setattr(audit_selectors, "campaign_label_matrix", read_then_void)
+    monkeypatch.setattr(audit_selectors, "campaign_label_matrices", read_then_void)
     assert audit_services.audit_full(campaign_id=campaign.pk) is None
-    monkeypatch.setattr(audit_selectors, "campaign_label_matrix", read_labels)
+    monkeypatch.setattr(audit_selectors, "campaign_label_matrices", read_labels)
     assert audit_selectors.latest_snapshot(campaign=campaign, kind="full") is None
     assert audit_services.audit_full(campaign_id=campaign.pk).watermark == 9
 

@@ -131,6 +131,9 @@ CASES = [
     # 5 is outside the map: counted invalid, never audited
     ("rating", {"scale_max": 5, "binarization": {"1": 0, "2": 0, "4": 1, "5": 1}}, [1, 2, 3, 4, 5], 13),
     ("option_rating", {"binarization": {"1": 0, "2": 0, "3": 1, "4": 1}}, [1, 2, 3, 4], 14),
+    # Without a map, on the unit scale: the statistics hold grid points, read back divided (issue 22).
+    ("rating", {"scale_min": 0, "scale_max": 10, "scale_step": 0.5}, [0, 2.5, 5, 7.5, 10, 6.5], 15),
+    ("rating", {"scale_min": 0, "scale_max": 100, "scale_step": None}, [0, 12.3, 37.5, 99.9, 100], 16),
 ]
 
 
