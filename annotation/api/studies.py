@@ -15,7 +15,7 @@ from annotation.api.exceptions import PayloadTooLarge
 from annotation.api.parsers import BoundedMultiPartParser
 from annotation.importing import upload_too_large_message
 from annotation.permissions import CREATE_REFUSAL, may_create_campaigns
-from annotation.services.studies import study_import, uploaded_path
+from annotation.services.studies import study_import_uploaded
 
 
 class StudyInput(CampaignInput):
@@ -61,12 +61,5 @@ class StudyImportApi(APIView):
         for upload in (labels, prompts):
             if upload is not None and upload.size > limit:
                 raise PayloadTooLarge(upload_too_large_message(size=upload.size, limit=limit))
-        with uploaded_path(labels) as labels_path, uploaded_path(prompts) as prompts_path:
-            imported = study_import(
-                owner=request.user,
-                labels_path=labels_path,
-                labels_name=labels.name,
-                prompts_path=prompts_path,
-                **fields,
-            )
+        imported = study_import_uploaded(owner=request.user, labels=labels, prompts=prompts, **fields)
         return Response(CampaignOutput(imported.campaign).data, status=status.HTTP_201_CREATED)

@@ -78,6 +78,15 @@ def uploaded_path(upload):
         yield fh.name
 
 
+def study_import_uploaded(*, owner, labels, prompts=None, **fields) -> StudyImport:
+    """``study_import`` of uploaded files (the page's and the API's): ``labels`` and ``prompts`` are
+    uploaded files (Django's ``UploadedFile``), ``prompts`` optional."""
+    with uploaded_path(labels) as labels_path, uploaded_path(prompts) as prompts_path:
+        return study_import(
+            owner=owner, labels_path=labels_path, labels_name=labels.name, prompts_path=prompts_path, **fields
+        )
+
+
 def study_import(
     *, owner, title: str, labels_path: str, labels_name: str, prompts_path: str | None = None, **fields
 ) -> StudyImport:

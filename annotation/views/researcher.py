@@ -43,7 +43,7 @@ from annotation.permissions import (
     may_create_campaigns,
 )
 from annotation.services.campaigns import TRANSITIONS
-from annotation.services.studies import study_import, uploaded_path
+from annotation.services.studies import study_import_uploaded
 from annotation.views.adaptive import adaptive_k_context
 from annotation.views.controls import controls_context
 from annotation.views.rules import rules_context
@@ -80,14 +80,7 @@ def study_import_page(request):
         fields = dict(form.cleaned_data)
         labels, prompts = fields.pop("labels"), fields.pop("prompts")
         try:
-            with uploaded_path(labels) as labels_path, uploaded_path(prompts) as prompts_path:
-                imported = study_import(
-                    owner=request.user,
-                    labels_path=labels_path,
-                    labels_name=labels.name,
-                    prompts_path=prompts_path,
-                    **fields,
-                )
+            imported = study_import_uploaded(owner=request.user, labels=labels, prompts=prompts, **fields)
         except PromptFileError as exc:
             for line, message in exc.errors[:MAX_ERRORS_SHOWN]:
                 form.add_error("labels", f"line {line}: {message}" if line else message)
