@@ -67,6 +67,11 @@ class CampaignPromptOutput(serializers.Serializer):
         "exactly); null without labels.",
     )
     contested = serializers.SerializerMethodField(help_text="Its counted labels disagree (agreement below 1).")
+    entropy_bits = serializers.FloatField(
+        allow_null=True,
+        help_text="Shannon entropy (base 2) of its counted labels' values: 0 when unanimous, 1 for an even split "
+        "of two values; null without labels, and on per-option and free-text schemas.",
+    )
 
     def get_retired(self, prompt) -> bool:
         return prompt.retired_at is not None
@@ -108,7 +113,9 @@ class PromptListMixin:
         filters.is_valid(raise_exception=True)
         prompts = selectors.campaign_prompts(campaign=campaign, **filters.validated_data)
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(prompts, request, view=self)
+        page = selectors.prompts_entropy(
+            campaign=campaign, prompts=paginator.paginate_queryset(prompts, request, view=self)
+        )
         return paginator.get_paginated_response(CampaignPromptOutput(page, many=True).data)
 
 
@@ -118,6 +125,7 @@ class PromptDetailApi(APIView):
         campaign = campaign_for_request(request, slug)
         prompt = selectors.campaign_prompt(campaign=campaign, prompt_id=prompt_id)
         prompt.labels_given = selectors.prompt_labels(prompt=prompt)
+        selectors.prompts_entropy(campaign=campaign, prompts=[prompt])
         return Response(CampaignPromptDetailOutput(prompt).data)
 
 

@@ -41,6 +41,7 @@ from .prompts import (
     prompt_groups,
     prompt_labels,
     prompt_status,
+    prompts_entropy,
 )
 from .workers import (
     LiveLeases,
@@ -100,6 +101,7 @@ __all__ = [
     "prompt_groups",
     "prompt_labels",
     "prompt_status",
+    "prompts_entropy",
     "labels_left_under_cap",
     "lease_for_worker",
     "live_lease",

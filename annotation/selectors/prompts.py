@@ -23,6 +23,8 @@ from django.shortcuts import get_object_or_404
 
 from annotation.models import Campaign, Label, Prompt, Slot
 from annotation.selectors.invariants import _count_of
+from audits.engine import LabelMatrix
+from audits.engine.agreement import prompt_agreement
 
 #: The list's orders, by name (``-`` first: descending). Without labels, a prompt has no agreement: last.
 PROMPT_ORDERS = {
@@ -129,3 +131,26 @@ def prompt_status(prompt: Prompt) -> str:
     if prompt.is_control:
         return "control"
     return "complete" if not prompt.open_slots else "open"
+
+
+def prompts_entropy(*, campaign: Campaign, prompts: list[Prompt]) -> list[Prompt]:
+    """``prompts`` (a page of :func:`campaign_prompts`), each with ``entropy_bits``: the Shannon entropy,
+    base 2, of its counted labels' values, 0 when unanimous (``audits.engine.agreement.prompt_agreement``,
+    as in the agreement CSV); None without labels, and where a label is not one number (per-option
+    ratings, free text). One query for the page."""
+    for prompt in prompts:
+        prompt.entropy_bits = None
+    if campaign.schema not in (Campaign.Schema.BINARY, Campaign.Schema.RATING) or not prompts:
+        return prompts
+    rows = list(
+        Label.objects.counted()
+        .filter(prompt_id__in=[p.pk for p in prompts])
+        .values_list("worker_id", "prompt_id", "value")
+    )
+    if rows:
+        workers, prompt_ids, values = zip(*rows, strict=True)
+        found = prompt_agreement(LabelMatrix.from_triples(workers, prompt_ids, values))
+        entropy = dict(zip(found.prompt_ids.tolist(), found.entropy_bits.tolist(), strict=True))
+        for prompt in prompts:
+            prompt.entropy_bits = entropy.get(prompt.pk)
+    return prompts

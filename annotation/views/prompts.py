@@ -43,6 +43,7 @@ def prompts_list(request, slug):
     query = filters.validated_data
     prompts = Paginator(selectors.campaign_prompts(campaign=campaign, **query), PROMPTS_PER_PAGE)
     page = prompts.get_page(request.GET.get("page"))
+    page.object_list = selectors.prompts_entropy(campaign=campaign, prompts=list(page.object_list))
     for prompt in page:
         prompt.status = selectors.prompt_status(prompt)
     params = request.GET.copy()
@@ -116,7 +117,7 @@ def prompt_detail(request, slug, prompt_id):
     prompt = selectors.campaign_prompt(campaign=campaign, prompt_id=prompt_id)
     context = {
         "campaign": campaign,
-        "prompt": prompt,
+        "prompt": selectors.prompts_entropy(campaign=campaign, prompts=[prompt])[0],
         "status": selectors.prompt_status(prompt),
         "labels": selectors.prompt_labels(prompt=prompt),
         "may_retire": _may_retire(campaign),

@@ -136,3 +136,16 @@ def test_the_prompts_csv_lists_retired_prompts_with_a_column_saying_so(researche
     assert {r["id"]: r["status"] for r in rows}["p1"] == "retired"
     only = researcher_client.get(f"/campaigns/{campaign.slug}/prompts.csv?retired=true")
     assert [r["id"] for r in csv.DictReader(io.StringIO(b"".join(only.streaming_content).decode()))] == ["p1"]
+
+
+def test_the_prompts_page_and_api_give_each_prompts_entropy(researcher_client, make_campaign):
+    campaign = make_campaign(1, k=4)
+    for value in (1, 1, 0, 0):  # an even split of two values: 1 bit
+        label_one(campaign, sim_worker(), value=value)
+    page = researcher_client.get(f"/campaigns/{campaign.slug}/prompts/")
+    [prompt] = page.context["page"]
+    assert prompt.entropy_bits == pytest.approx(1.0) and "1.00 bits" in page.content.decode()
+    listed = researcher_client.get(f"/api/v1/campaigns/{campaign.slug}/prompts/").json()
+    assert [p["entropy_bits"] for p in listed["results"]] == [pytest.approx(1.0)]
+    one = researcher_client.get(f"/api/v1/campaigns/{campaign.slug}/prompts/{prompt.pk}/").json()
+    assert one["entropy_bits"] == pytest.approx(1.0)
