@@ -20,12 +20,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, OuterRef, Subquery
+from django.db.models import Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.schemas import LabelValueError
-from annotation.selectors import BLOCKED, BLOCKED_REASON, free_slots, live_lease, refusal_before_slots, slot_is_free
+from annotation.selectors import (
+    BLOCKED,
+    BLOCKED_REASON,
+    free_slots,
+    live_lease,
+    live_leases,
+    refusal_before_slots,
+    slot_is_free,
+)
 from annotation.services.adaptive import prompt_stop_decide
 from annotation.services.controls import control_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
@@ -101,11 +109,16 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
     """
     with transaction.atomic(durable=True):
         campaign = Campaign.objects.get(pk=campaign.pk)
-        # A row this transaction inserts is as locked as one it selected FOR UPDATE.
-        participation, _ = Participation.objects.select_for_update().get_or_create(campaign=campaign, worker=worker)
-        done = participation.n_labels
         now = timezone.now()
-        existing = live_lease(campaign=campaign, worker=worker, now=now)
+        # A row this transaction inserts is as locked as one it selected FOR UPDATE. Whether the worker
+        # holds a live lease comes with it: the lease itself is read only then (a reload, a double click).
+        holding = live_leases(campaign=campaign, worker=worker, now=now)
+        participations = Participation.objects.select_for_update(of=("self",)).annotate(holds_lease=Exists(holding))
+        participation, created = participations.get_or_create(campaign=campaign, worker=worker)
+        done = participation.n_labels
+        existing = (
+            None if created or not participation.holds_lease else live_lease(campaign=campaign, worker=worker, now=now)
+        )
         if existing is not None:
             existing.worker_labels = done
             return existing
