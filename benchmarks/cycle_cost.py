@@ -250,14 +250,16 @@ def run_tree(args, repo: Path) -> dict:
 
 def report(named: list[tuple[str, dict]]) -> None:
     names = [name for name, _ in named]
+    header = "  " + " " * 29 + "  ".join(f"{name:>12}" for name in names)
     print("queries per request (mean over the counted cycles)")
+    print(header)
     first = named[0][1]
     for path in first:
         for step in first[path]["queries"]:
             figures = "  ".join(f"{runs[path]['queries'].get(step, float('nan')):>12.1f}" for _, runs in named)
             print(f"  {path:<6} {step:<22} {figures}")
     print("\nCPU ms per cycle (this process: the web side, plus SQLite itself on --db sqlite)")
-    print("  " + " " * 29 + "  ".join(f"{name:>12}" for name in names))
+    print(header)
     for path in first:
         figures = "  ".join(f"{runs[path]['cpu_ms_per_cycle']:>12.2f}" for _, runs in named)
         print(f"  {path:<28} {figures}")
