@@ -13,18 +13,19 @@ pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 # next, the task page, the label's POST (-> 302). Every request reads the session and its user: 2. As in the
 # API's count, the slot draw's random start is pinned and the audit statistics (label_stats_add) left out.
 WORKER_PAGE_QUERIES = {
-    # next: 2 + the API's next-task without its token (11). next again: 2 + 7 (the lease with its prompt).
+    # next: 2 + the API's next-task without its token (9). next again: 2 + 7 (the lease with its prompt).
     # The task page: 2 + the worker, the lease with its prompt, campaign (by the URL's slug) and worker, then
     # worker_progress: the label count and one bounded count of open slots. Heartbeat: 2 + the API's without
     # the token (6). Skip: 2 + the API's release (6). The label's POST: 2 + the worker, the lease with its
     # campaign (the form's fields depend on the prompt) + the submit's transaction, as in the API's (9).
-    "plain": [13, 9, 6, 8, 8, 13, 6, 13, 13, 6, 13],
-    # The control first (next 11, no slot), its page counts the unseen controls too (7), its heartbeat and
-    # label have no slot (7, 12); then a normal prompt, whose page still counts unseen controls (7).
-    "controls": [11, 9, 7, 7, 8, 11, 7, 12, 13, 7, 13],
+    "plain": [11, 9, 6, 8, 8, 11, 6, 13, 11, 6, 13],
+    # The control first (next 11: whether other work is left, the control drawn and locked, its lease); its
+    # page counts the unseen controls too (7), its heartbeat and label have no slot (7, 12); then a normal
+    # prompt, whose page still counts unseen controls (7).
+    "controls": [11, 9, 7, 7, 8, 11, 7, 12, 11, 7, 13],
     # Each label runs the stop rule (4 more per POST: the prompt's labels, its last decision, the new one,
     # the slot added).
-    "adaptive": [13, 9, 6, 8, 8, 13, 6, 17, 13, 6, 17],
+    "adaptive": [11, 9, 6, 8, 8, 11, 6, 17, 11, 6, 17],
 }
 
 

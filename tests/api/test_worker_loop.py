@@ -148,20 +148,20 @@ def test_another_workers_lease_does_not_exist_for_you(make_campaign, make_user, 
 WORKER_LOOP_QUERIES = {
     # A new lease: 2 + the campaign (the URL's) + BEGIN, the campaign again (a pause that committed meanwhile
     # is seen), the Participation row locked with whether the worker holds a live lease, the candidate slot
-    # locked with its prompt, SAVEPOINT, INSERT the lease, the conditional UPDATE of the slot, RELEASE, COMMIT.
+    # locked with its prompt, INSERT the lease, the conditional UPDATE of the slot (no savepoint), COMMIT.
     # The same lease again: 2 + 5 + the lease with its prompt. Heartbeat: 2 + BEGIN, the lease locked with its
     # campaign and prompt, the slot's expiry, the lease's, COMMIT. Release: 2 + BEGIN, the lease locked, its
     # status, the slot freed, COMMIT. Submit: 2 + BEGIN, the lease locked with its label's client token, the
     # Participation count (UPDATE ... RETURNING), the prompt's count, the slot filled, INSERT the label, the
     # lease's status, the other open slots' priority, COMMIT.
-    "plain": [12, 8, 7, 7, 12, 11, 12, 11],
+    "plain": [10, 8, 7, 7, 10, 11, 10, 11],
     # The first label is on a control (control_first): instead of a slot, whether other work is left (one
-    # EXISTS), the control drawn and locked, INSERT its lease, no savepoint (10); its heartbeat and its label
+    # EXISTS), the control drawn and locked, INSERT its lease (10 as well); its heartbeat and its label
     # have no slot to update (6, 10). Then a normal prompt, as on a plain campaign: a control is not due.
-    "controls": [10, 8, 6, 7, 10, 10, 12, 11],
+    "controls": [10, 8, 6, 7, 10, 10, 10, 11],
     # Each label fills its prompt's last open slot: the stop rule reads the prompt's labels and its last
     # decision, logs the new one and adds a slot (the prompt gets one label more): 4 more per submit.
-    "adaptive": [12, 8, 7, 7, 12, 15, 12, 15],
+    "adaptive": [10, 8, 7, 7, 10, 15, 10, 15],
 }
 
 
