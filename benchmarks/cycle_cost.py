@@ -35,6 +35,7 @@ import json
 import os
 import pstats
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,7 @@ def measure(args) -> dict:
         return _cycles(args)
     finally:
         connections.close_all()
+        shutil.rmtree(workdir, ignore_errors=True)
         if database:
             import psycopg
 
@@ -312,6 +314,7 @@ def main(argv=None) -> int:
                 named.append((f"this #{round_ + 1}", run_tree(args, args.repo)))
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(other)], check=True, capture_output=True)
+            shutil.rmtree(other.parent, ignore_errors=True)
     if args.json:
         print(json.dumps(dict(named)))
     else:
