@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation import services
-from annotation.models import ImportBatch, Label, Lease, Prompt, Slot
+from annotation.models import ImportBatch, Label, Lease, Participation, Prompt, Slot
 from annotation.models.prompts import MAX_OPTIONS
 
 # tests/conftest.py's make_user password.
@@ -101,6 +101,33 @@ def label_all(campaign, worker, value=1) -> int:
         services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
         n += 1
     return n
+
+
+# The campaigns the worker loop's query-count tests run on (worker_loop_campaign).
+WORKER_LOOP_KINDS = ("plain", "controls", "adaptive")
+
+
+def worker_loop_campaign(make_campaign, kind: str, worker):
+    """A launched binary campaign of three prompts (k = 3) that ``worker`` already joined (its Participation
+    exists, as for every request but a worker's first), for counting the queries of the worker loop:
+
+    * ``plain``;
+    * ``controls``: two control prompts more, and each worker's first label is on one (control_first = 1);
+    * ``adaptive``: k = 3 to k_max = 5, each prompt already labeled by two other workers, so that the next
+      label on a prompt fills its last open slot and the stop rule decides whether it gets one more.
+    """
+    if kind == "adaptive":
+        campaign = make_campaign(3, k=3, k_max=5, stop_confidence=0.95)
+        for _ in range(2):
+            label_all(campaign, sim_worker())
+    else:
+        campaign = make_campaign(3, k=3)
+    if kind == "controls":
+        rows = [{"id": f"c{i}", "text": f"Control {i}.", "gold": 1, "control": True} for i in range(2)]
+        services.prompts_import(campaign=campaign, data=jsonl(*rows), filename="controls.jsonl")
+        campaign = services.campaign_update(campaign=campaign, control_first=1)
+    Participation.objects.create(campaign=campaign, worker=worker)
+    return campaign
 
 
 def label_on_page(client, campaign, value="1"):

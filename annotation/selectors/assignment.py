@@ -34,20 +34,21 @@ def _never_leased_to(worker: Worker | None, slots: QuerySet[Slot], campaign: Cam
     return slots.exclude(prompt_id__in=Lease.objects.filter(campaign=campaign, worker=worker).values("prompt_id"))
 
 
-def live_lease(*, campaign: Campaign, worker: Worker, now: datetime) -> Lease | None:
-    """The worker's lease in this campaign that is still running, with its prompt (at most one), unless
-    its prompt was retired since: that one is never shown again (a condition on the join already made)."""
-    return (
-        Lease.objects.select_related("prompt")
-        .filter(
-            campaign=campaign,
-            worker=worker,
-            status=Lease.Status.ACTIVE,
-            expires_at__gt=now,
-            prompt__retired_at__isnull=True,
-        )
-        .first()
+def live_leases(*, campaign: Campaign, worker: Worker, now: datetime) -> QuerySet[Lease]:
+    """The worker's leases in this campaign that are still running (at most one), unless its prompt was
+    retired since: that one is never shown again (a condition on the join already made)."""
+    return Lease.objects.filter(
+        campaign=campaign,
+        worker=worker,
+        status=Lease.Status.ACTIVE,
+        expires_at__gt=now,
+        prompt__retired_at__isnull=True,
     )
+
+
+def live_lease(*, campaign: Campaign, worker: Worker, now: datetime) -> Lease | None:
+    """The worker's running lease in this campaign (``live_leases``), with its prompt, or None."""
+    return live_leases(campaign=campaign, worker=worker, now=now).select_related("prompt").first()
 
 
 CAP_REACHED = "cap_reached"
@@ -163,11 +164,16 @@ def worker_outlook(*, campaign: Campaign, worker: Worker | None) -> WorkerOutloo
     )
 
 
-def lease_for_worker(*, lease_id: int, worker: Worker, campaign: Campaign | None = None) -> Lease:
-    """The worker's own lease (in this campaign, if given), with its prompt; 404 for anybody else's,
-    as for one that never existed. Only for pages that need the lease itself: the lease services
-    check the owner themselves (their ``not_leased`` refusal, which callers answer with a 404 too)."""
+def lease_for_worker(
+    *, lease_id: int, worker: Worker, campaign: Campaign | None = None, campaign_slug: str | None = None
+) -> Lease:
+    """The worker's own lease (in this campaign, or the campaign of this slug, if given), with its prompt
+    and campaign; 404 for anybody else's, as for one that never existed. Only for pages that need the
+    lease itself: the lease services check the owner themselves (their ``not_leased`` refusal, which
+    callers answer with a 404 too)."""
     leases = Lease.objects.select_related("prompt", "campaign", "worker").filter(worker=worker)
     if campaign is not None:
         leases = leases.filter(campaign=campaign)
+    if campaign_slug is not None:
+        leases = leases.filter(campaign__slug=campaign_slug)
     return get_object_or_404(leases, pk=lease_id)

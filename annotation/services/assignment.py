@@ -19,13 +19,21 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.schemas import LabelValueError
-from annotation.selectors import BLOCKED, BLOCKED_REASON, free_slots, live_lease, refusal_before_slots, slot_is_free
+from annotation.selectors import (
+    BLOCKED,
+    BLOCKED_REASON,
+    free_slots,
+    live_lease,
+    live_leases,
+    refusal_before_slots,
+    slot_is_free,
+)
 from annotation.services.adaptive import prompt_stop_decide
 from annotation.services.controls import control_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
@@ -73,7 +81,11 @@ def _candidates(campaign: Campaign, worker: Worker, now: datetime):
         order = ("-priority", "rand")
         head = head.filter(priority=top)
     for queryset, skip_locked in ((head, True), (slots, True), (slots, False)):
-        slot = queryset.order_by(*order).select_for_update(skip_locked=skip_locked, of=("self",)).first()
+        # With its prompt, which the lease's answer shows (the API's next-task): a join, not a query more.
+        locked = (
+            queryset.order_by(*order).select_related("prompt").select_for_update(skip_locked=skip_locked, of=("self",))
+        )
+        slot = locked.first()
         if slot is not None:
             yield slot
 
@@ -97,11 +109,16 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
     """
     with transaction.atomic(durable=True):
         campaign = Campaign.objects.get(pk=campaign.pk)
-        # A row this transaction inserts is as locked as one it selected FOR UPDATE.
-        participation, _ = Participation.objects.select_for_update().get_or_create(campaign=campaign, worker=worker)
-        done = participation.n_labels
         now = timezone.now()
-        existing = live_lease(campaign=campaign, worker=worker, now=now)
+        # A row this transaction inserts is as locked as one it selected FOR UPDATE. Whether the worker
+        # holds a live lease comes with it: the lease itself is read only then (a reload, a double click).
+        holding = live_leases(campaign=campaign, worker=worker, now=now)
+        participations = Participation.objects.select_for_update(of=("self",)).annotate(holds_lease=Exists(holding))
+        participation, created = participations.get_or_create(campaign=campaign, worker=worker)
+        done = participation.n_labels
+        existing = (
+            None if created or not participation.holds_lease else live_lease(campaign=campaign, worker=worker, now=now)
+        )
         if existing is not None:
             existing.worker_labels = done
             return existing
@@ -123,20 +140,22 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
 
 
 def _lease_slot(*, slot: Slot, worker: Worker, now: datetime, expires_at: datetime) -> Lease | None:
-    """Take ``slot`` if it is still free: the conditional UPDATE is the capacity check."""
-    with transaction.atomic(savepoint=True):
-        lease = Lease.objects.create(
-            campaign_id=slot.campaign_id,
-            prompt_id=slot.prompt_id,
-            worker=worker,
-            slot=slot,
-            created_at=now,
-            expires_at=expires_at,
-        )
-        taken = Slot.objects.filter(slot_is_free(now=now), pk=slot.pk).update(lease=lease, lease_expires_at=expires_at)
-        if taken == 1:
-            return lease
-        transaction.set_rollback(True)
+    """Take ``slot`` if it is still free: the conditional UPDATE is the capacity check. The lease row comes
+    first (the slot points to it); when the slot was taken meanwhile, the row is deleted again in this same
+    transaction, so nobody ever sees it. A savepoint would cost two statements on every lease taken, for a
+    path that is taken only when the slot changed hands between the candidate read and this UPDATE."""
+    lease = Lease.objects.create(
+        campaign_id=slot.campaign_id,
+        prompt=slot.prompt,
+        worker=worker,
+        slot=slot,
+        created_at=now,
+        expires_at=expires_at,
+    )
+    taken = Slot.objects.filter(slot_is_free(now=now), pk=slot.pk).update(lease=lease, lease_expires_at=expires_at)
+    if taken == 1:
+        return lease
+    lease.delete()
     return None
 
 
@@ -200,8 +219,16 @@ def worker_leases_end(*, campaign_id: int, worker_id: int) -> int:
     return len(ended)
 
 
-def _locked_lease(lease_id: int, worker: Worker, campaign_slug: str | None = None) -> Lease:
+def _locked_lease(
+    lease_id: int, worker: Worker, campaign_slug: str | None = None, *, label_token: bool = False
+) -> Lease:
+    """The worker's lease, locked, with its campaign and prompt. ``label_token``: annotated with the
+    client token of the lease's label (None: not labeled yet), so that a submit learns in the same
+    query whether it repeats one."""
     leases = Lease.objects.select_for_update(of=("self",)).select_related("campaign", "prompt")
+    if label_token:
+        tokens = Label.objects.filter(lease=OuterRef("pk")).values("client_token")[:1]
+        leases = leases.annotate(label_token=Subquery(tokens))
     if campaign_slug is not None:
         leases = leases.filter(campaign__slug=campaign_slug)
     lease = leases.filter(pk=lease_id, worker=worker).first()
@@ -221,12 +248,11 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
     if not client_token or len(client_token) > 64:
         raise LabelRefused("A client token of 1 to 64 characters is required.", code="bad_client_token")
     with transaction.atomic(durable=True):
-        lease = _locked_lease(lease_id, worker)
-        previous = Label.objects.filter(lease=lease).first()
-        if previous is not None:
-            if previous.client_token != client_token:
+        lease = _locked_lease(lease_id, worker, label_token=True)
+        if lease.label_token is not None:
+            if lease.label_token != client_token:
                 raise LabelRefused("You have already labeled this prompt.", code="already_labeled")
-            return _ack(previous, duplicate=True)
+            return _ack(Label.objects.get(lease=lease), duplicate=True)
 
         campaign, prompt = lease.campaign, lease.prompt
         try:
@@ -250,8 +276,10 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
         # (its counter's UPDATE takes the row lock), so that submits on one prompt queue here: each
         # raises the priority of the others' slots below, and in any other order two of them deadlock
         # on PostgreSQL. Both counters are rolled back with everything else on a refusal.
-        participation = Participation.objects.select_for_update().get(campaign=campaign, worker=worker)
-        if participation.blocked_at is not None:  # blocked while the prompt was on their screen (services.quality)
+        # The worker's label count goes up here, and the UPDATE takes the row lock: it is rolled back with
+        # the rest if anything below refuses.
+        worker_labels, blocked, excluded = _participation_count_label(campaign_id=campaign.pk, worker_id=worker.pk)
+        if blocked:  # blocked while the prompt was on their screen (services.quality)
             raise LabelRefused(BLOCKED_REASON, code=BLOCKED)
         # Conditional on the prompt not being retired (prompts_retired_set), under the prompt's lock: a
         # retirement that committed first is seen here (PostgreSQL re-reads the row it waited for), one that
@@ -265,20 +293,20 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
         )
         if not filled:
             raise LabelRefused("Your lease on this prompt is no longer valid.", code="lease_expired")
+        # No savepoint: a clash leaves nothing to continue with, the refusal rolls the whole transaction back.
         try:
-            with transaction.atomic(savepoint=True):
-                label = Label.objects.create(
-                    campaign=campaign,
-                    prompt=prompt,
-                    worker=worker,
-                    lease=lease,
-                    slot_id=lease.slot_id,
-                    is_control=prompt.is_control,
-                    value=raw,
-                    client_token=client_token,
-                    leased_at=lease.created_at,
-                    created_at=now,
-                )
+            label = Label.objects.create(
+                campaign=campaign,
+                prompt=prompt,
+                worker=worker,
+                lease=lease,
+                slot_id=lease.slot_id,
+                is_control=prompt.is_control,
+                value=raw,
+                client_token=client_token,
+                leased_at=lease.created_at,
+                created_at=now,
+            )
         except IntegrityError as exc:
             raise LabelRefused(
                 "This client token was already used for another label.", code="bad_client_token"
@@ -288,11 +316,26 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
         open_slots = Slot.objects.filter(prompt_id=prompt.pk, filled=False).update(priority=F("priority") + 1)
         if campaign.k_max is not None and not open_slots and not prompt.is_control:  # adaptive k: stop or extend
             prompt_stop_decide(campaign=campaign, prompt_id=prompt.pk, now=now)
-        participation.n_labels += 1  # the row is locked: no concurrent change to lose
-        participation.save(update_fields=["n_labels"])
         # Last lock taken (the campaign's audit statistics); schedules the audit on commit.
-        label_stats_add(label=label, campaign=campaign, worker_excluded=participation.excluded_at is not None)
-        return _ack(label, worker_labels=participation.n_labels, duplicate=False)
+        label_stats_add(label=label, campaign=campaign, worker_excluded=excluded)
+        return _ack(label, worker_labels=worker_labels, duplicate=False)
+
+
+def _participation_count_label(*, campaign_id: int, worker_id: int) -> tuple[int, bool, bool]:
+    """Count one label more on the worker's Participation row (locking it) and read it back: the new
+    label count, blocked, excluded. One ``UPDATE ... RETURNING`` (PostgreSQL, SQLite >= 3.35) where a
+    locked read and a write were two; the ORM's update() returns no columns."""
+    table = connection.ops.quote_name(Participation._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET n_labels = n_labels + 1 WHERE campaign_id = %s AND worker_id = %s "
+            "RETURNING n_labels, blocked_at, excluded_at",  # not "IS NOT NULL": SQLite 3.40 answers 1 to it here
+            [campaign_id, worker_id],
+        )
+        row = cursor.fetchone()
+    if row is None:  # a lease is only ever made under the worker's Participation row
+        raise Participation.DoesNotExist(f"No participation of worker {worker_id} in campaign {campaign_id}.")
+    return row[0], row[1] is not None, row[2] is not None
 
 
 def label_void(*, label_id: int, reason: str) -> Label:

@@ -62,10 +62,12 @@ def worker_next(request, slug):
 @login_required
 def worker_task(request, slug, lease_id):
     """One prompt to label (GET), and its label (POST)."""
-    campaign = selectors.campaign_for_workers(slug=slug, user=request.user)
     worker = services.worker_for_user(user=request.user)
-    # Read for a POST too: the form's fields depend on the prompt (label_from_post).
-    lease = selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign=campaign)
+    # Read for a POST too: the form's fields depend on the prompt (label_from_post). The campaign comes with
+    # it, by the URL's slug: a campaign that holds a lease was launched, so every worker may see it
+    # (campaign_for_workers), and any other slug is a 404, as a lease that is not yours.
+    lease = selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign_slug=slug)
+    campaign = lease.campaign
     error = None
     if request.method == "POST":
         post = label_post(request, campaign=campaign, lease=lease, worker=worker)

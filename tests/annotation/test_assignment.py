@@ -1,5 +1,7 @@
 """The assignment engine's guarantees, one behaviour at a time (concurrency lives in test_concurrency.py)."""
 
+from unittest import mock
+
 import pytest
 
 from annotation import services
@@ -182,3 +184,18 @@ def test_released_prompt_goes_to_someone_else(make_campaign, make_worker):
     services.lease_release(lease_id=lease.pk, worker=skipper)
     assert isinstance(services.lease_acquire(campaign=campaign, worker=skipper), services.NothingLeft)
     assert isinstance(services.lease_acquire(campaign=campaign, worker=other), Lease)
+
+
+def test_a_slot_taken_between_the_candidate_read_and_the_update_leaves_no_lease(make_campaign, make_worker):
+    """lease_acquire's conditional UPDATE is the capacity check: when another worker took the candidate
+    slot meanwhile (here, before the call), the lease row made for it is gone and the next candidate is
+    tried; with none left, the worker hears "nothing left" and holds nothing."""
+    campaign, first, second = make_campaign(1, k=1), make_worker(), make_worker()
+    taken = services.lease_acquire(campaign=campaign, worker=first)
+    stale = Slot.objects.get(pk=taken.slot_id)
+    stale.lease, stale.lease_expires_at = None, None  # the candidate as read before the other worker took it
+    with mock.patch("annotation.services.assignment._candidates", return_value=iter([stale])):
+        assert isinstance(services.lease_acquire(campaign=campaign, worker=second), services.NothingLeft)
+    assert list(Lease.objects.values_list("worker_id", flat=True)) == [first.pk]
+    assert Slot.objects.get(pk=stale.pk).lease_id == taken.pk
+    assert invariant_violations(campaign=campaign) == []

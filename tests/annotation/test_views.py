@@ -462,11 +462,14 @@ def test_heartbeat_extends_the_lease_and_reports_an_ended_one(worker_client, mak
 
 
 def test_a_lease_under_another_campaigns_slug_is_a_404(worker_client, make_campaign):
-    """The heartbeat and stop URLs name the campaign; a lease of another campaign is not found there,
-    even the worker's own."""
+    """The task, heartbeat and stop URLs name the campaign; a lease of another campaign is not found
+    there, even the worker's own, nor under a slug that does not exist."""
     campaign, other = make_campaign(1, k=1), make_campaign(1, k=1, title="Other")
     worker_client.get(reverse("worker_next", args=[campaign.slug]))
     lease = Lease.objects.get()
+    for slug in (other.slug, "no-such-campaign"):
+        assert worker_client.get(reverse("worker_task", args=[slug, lease.pk])).status_code == 404
+        assert worker_client.post(reverse("worker_task", args=[slug, lease.pk]), {"value": "1"}).status_code == 404
     assert worker_client.post(reverse("worker_heartbeat", args=[other.slug, lease.pk])).status_code == 404
     assert worker_client.post(reverse("worker_stop", args=[other.slug, lease.pk])).status_code == 404
     lease.refresh_from_db()

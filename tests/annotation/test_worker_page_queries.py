@@ -1,0 +1,58 @@
+"""Exact query counts of the native worker pages' requests (``/w/<slug>/...``), on the campaigns of
+tests/api/test_worker_loop.py's count (``worker_loop_campaign``): a change that adds a query fails here."""
+
+import pytest
+from django.urls import reverse
+
+from annotation import services
+from tests.helpers import WORKER_LOOP_KINDS, signed_in, worker_loop_campaign
+
+pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
+
+# Each list: next (-> 302), next again (the same lease), the task page, heartbeat, skip (-> 302), then twice:
+# next, the task page, the label's POST (-> 302). Every request reads the session and its user: 2. As in the
+# API's count, the slot draw's random start is pinned and the audit statistics (label_stats_add) left out.
+WORKER_PAGE_QUERIES = {
+    # next: 2 + the API's next-task without its token (9). next again: 2 + 7 (the lease with its prompt).
+    # The task page: 2 + the worker, the lease with its prompt, campaign (by the URL's slug) and worker, then
+    # worker_progress: the label count and one bounded count of open slots. Heartbeat: 2 + the API's without
+    # the token (6). Skip: 2 + the API's release (6). The label's POST: 2 + the worker, the lease with its
+    # campaign (the form's fields depend on the prompt) + the submit's transaction, as in the API's (9).
+    "plain": [11, 9, 6, 8, 8, 11, 6, 13, 11, 6, 13],
+    # The control first (next 11: whether other work is left, the control drawn and locked, its lease); its
+    # page counts the unseen controls too (7), its heartbeat and label have no slot (7, 12); then a normal
+    # prompt, whose page still counts unseen controls (7).
+    "controls": [11, 9, 7, 7, 8, 11, 7, 12, 11, 7, 13],
+    # Each label runs the stop rule (4 more per POST: the prompt's labels, its last decision, the new one,
+    # the slot added).
+    "adaptive": [11, 9, 6, 8, 8, 11, 6, 17, 11, 6, 17],
+}
+
+
+@pytest.mark.parametrize("kind", WORKER_LOOP_KINDS)
+def test_the_worker_pages_cost_a_fixed_number_of_queries(
+    kind, make_campaign, make_user, monkeypatch, django_assert_num_queries
+):
+    monkeypatch.setattr("annotation.services.assignment.random.random", lambda: 0.0)
+    monkeypatch.setattr("annotation.services.assignment.label_stats_add", lambda **_: None)
+    user = make_user()
+    campaign = worker_loop_campaign(make_campaign, kind, services.worker_for_user(user=user))
+    client = signed_in(user)
+    counts = iter(WORKER_PAGE_QUERIES[kind])
+
+    def counted(method, path, body=None, status=200):
+        with django_assert_num_queries(next(counts)):
+            response = getattr(client, method)(path, body)
+        assert response.status_code == status, response.content[:300]
+        return response
+
+    next_url = reverse("worker_next", args=[campaign.slug])
+    task = counted("get", next_url, status=302).url
+    assert counted("get", next_url, status=302).url == task
+    counted("get", task)
+    counted("post", task + "heartbeat/")
+    counted("post", task + "skip/", status=302)
+    for _ in range(2):
+        task = counted("get", next_url, status=302).url
+        token = counted("get", task).context["client_token"]
+        counted("post", task, {"value": "1", "client_token": token}, status=302)
