@@ -115,6 +115,21 @@ FROZEN_REASONS = {
 ADAPTIVE_FIELDS = ("k", "k_max", "stop_confidence")
 
 
+def field_groups(form, spec) -> list[FieldGroup]:
+    """``form``'s fields under the headings of ``spec`` (``CAMPAIGN_FORM_GROUPS``' shape); fields it does
+    not have are skipped. A field of the form in no group still shows (for every schema), never silently
+    lost."""
+    groups = [
+        FieldGroup(key=key, legend=legend, schemas=tuple(schemas), fields=[form[n] for n in names if n in form.fields])
+        for key, legend, schemas, names in spec
+    ]
+    grouped = {name for _, _, _, names in spec for name in names}
+    others = [form[name] for name in form.fields if name not in grouped]
+    if others:
+        groups.append(FieldGroup(key="others", legend="More settings", schemas=(), fields=others))
+    return [group for group in groups if group.fields]
+
+
 def stop_consequences_checked(k, k_max, stop_confidence) -> adaptive.StopConsequences | None:
     """``stop_consequences`` for settings the model accepts (None for others: the form or the model says
     why, and a k of a billion must not be walked through)."""
@@ -257,16 +272,7 @@ class CampaignForm(forms.ModelForm):
                 self.fields[name].frozen_reason = f"Fixed once prompts are imported: {FROZEN_REASONS[name]}."
 
     def groups(self) -> list[FieldGroup]:
-        groups = [
-            FieldGroup(key=key, legend=legend, schemas=tuple(schemas), fields=[self[name] for name in names])
-            for key, legend, schemas, names in CAMPAIGN_FORM_GROUPS
-        ]
-        # A field added to Meta.fields but to no group still shows (for every schema), never silently lost.
-        grouped = {name for _, _, _, names in CAMPAIGN_FORM_GROUPS for name in names}
-        others = [self[name] for name in self.fields if name not in grouped]
-        if others:
-            groups.append(FieldGroup(key="others", legend="More settings", schemas=(), fields=others))
-        return groups
+        return field_groups(self, CAMPAIGN_FORM_GROUPS)
 
     def errors_by_field(self) -> list[tuple[str, str, str]]:
         """Every error as (field id, label, message), the form's own first, for the summary above the form
@@ -429,6 +435,15 @@ class StudyForm(forms.ModelForm):
         help_texts = {"instructions": "Optional: what the study's workers were asked, for the card's readers."}
 
     field_order = ["title", "labels", "prompts", "schema"]
+    #: The study form's headings: the files, then the schema's settings (static/js/campaign_form.js shows
+    #: the chosen schema's only).
+    GROUPS = (
+        ("study", "The study", (), ["title", "labels", "prompts", "instructions", "schema"]),
+        *(group for group in CAMPAIGN_FORM_GROUPS if group[0] in ("binary", "rating")),
+    )
+
+    def groups(self) -> list[FieldGroup]:
+        return field_groups(self, self.GROUPS)
 
     def __init__(self, *args, owner, **kwargs):
         super().__init__(*args, **kwargs)
