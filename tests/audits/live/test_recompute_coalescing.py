@@ -285,14 +285,14 @@ def test_a_full_run_is_single_flight(make_campaign, django_capture_on_commit_cal
     with django_capture_on_commit_callbacks(execute=True):
         label_one(campaign, sim_worker())
     assert audit_services.audit_schedule_recompute(campaign_id=campaign.pk, kind="full") is True
-    matrix = selectors.campaign_label_matrix
+    matrices = selectors.campaign_label_matrices  # the full run's one read of the labels
     during = []
 
     def mid_run(**kwargs):  # a trigger while the full report is computed must not start a second one
         during.append(audit_services.audit_schedule_recompute(campaign_id=campaign.pk, kind="full"))
-        return matrix(**kwargs)
+        return matrices(**kwargs)
 
-    with mock.patch.object(selectors, "campaign_label_matrix", side_effect=mid_run):
+    with mock.patch.object(selectors, "campaign_label_matrices", side_effect=mid_run):
         audit_full_task.run(campaign.pk)
     assert during == [False]
     assert enqueued.names().count("audits.full") == 1
