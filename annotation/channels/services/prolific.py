@@ -816,9 +816,17 @@ def prolific_review_auto(*, publication_id: int, client: ProlificClient | None =
             approve.append(submission)
         else:
             wait.append(submission.pk)
+    # Conditional on the verdict this run read being still undecided: two reviews run at once (the audit's
+    # signal and the reconciliation), and one that saw a worker not yet audited must not write "waiting"
+    # over the other's "approve" or "approved" (Prolific would say approved while Chorus waits forever).
+    undecided = (ProlificSubmission.Verdict.NONE, ProlificSubmission.Verdict.WAITING, ProlificSubmission.Verdict.HELD)
     with transaction.atomic(durable=True):
-        ProlificSubmission.objects.filter(pk__in=held).update(verdict=ProlificSubmission.Verdict.HELD)
-        ProlificSubmission.objects.filter(pk__in=wait).update(verdict=ProlificSubmission.Verdict.WAITING)
+        ProlificSubmission.objects.filter(pk__in=held, verdict__in=undecided).update(
+            verdict=ProlificSubmission.Verdict.HELD
+        )
+        ProlificSubmission.objects.filter(pk__in=wait, verdict__in=undecided[:2]).update(
+            verdict=ProlificSubmission.Verdict.WAITING
+        )
         for submission in newly_held:
             event_emit(
                 campaign=publication.campaign,
