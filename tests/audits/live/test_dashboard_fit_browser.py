@@ -54,7 +54,8 @@ def _open(new_page, live_server, client, researcher, campaign, **context):
 def _shot(page, name, tmp_path):
     folder = os.environ.get("CHORUS_DASHBOARD_SCREENSHOTS")
     page.screenshot(path=os.path.join(folder or str(tmp_path), f"{name}.png"), full_page=True)
-    page.locator("#workers-body tr").first.screenshot(path=os.path.join(folder or str(tmp_path), f"{name}-row.png"))
+    # No screenshot of one row: a poll may rebuild the rows between finding one and taking it (the whole page
+    # and the cards below show them).
     for table in ("workers", "agreement"):
         card = page.locator("section.card", has=page.locator(f"#{table}-body"))
         card.screenshot(path=os.path.join(folder or str(tmp_path), f"{name}-{table}.png"))
