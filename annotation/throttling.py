@@ -62,6 +62,12 @@ class ThrottledModelBackend(ModelBackend):
             raise PermissionDenied("Wrong username or password.")
         return user
 
+    def get_user(self, user_id):
+        """The session's user, with their native worker in the same query (``services.worker_for_user``:
+        the worker pages act as it, and would otherwise read it on every request)."""
+        user = get_user_model()._default_manager.select_related("worker").filter(pk=user_id).first()
+        return user if user is not None and self.user_can_authenticate(user) else None
+
 
 class ThrottledAuthenticationForm(AuthenticationForm):
     """The sign-in form, saying "too many attempts" when that is why it refused (Django's form says

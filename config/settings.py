@@ -259,7 +259,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "annotation.api.schema.ChorusAutoSchema",
     # Token first, so an anonymous API call gets 401 with a WWW-Authenticate challenge, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "annotation.api.authentication.WorkerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

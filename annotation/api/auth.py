@@ -4,13 +4,13 @@ from django.contrib.auth import authenticate
 from django.http import JsonResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import APIException, AuthenticationFailed
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from annotation import services
+from annotation.api.authentication import WorkerTokenAuthentication
 from annotation.api.exceptions import error_body
 
 
@@ -56,7 +56,7 @@ class TokenDownloadMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
-        self.authentication = TokenAuthentication()
+        self.authentication = WorkerTokenAuthentication()
 
     def __call__(self, request):
         # As DRF reads it: the keyword in any case, then the key.

@@ -13,6 +13,7 @@ from .assignment import (
     live_leases,
     refusal_before_slots,
     slot_is_free,
+    worker_lease,
     worker_outlook,
 )
 from .campaigns import (
@@ -114,6 +115,7 @@ __all__ = [
     "worker_control_results",
     "worker_label_count",
     "worker_labels",
+    "worker_lease",
     "worker_outlook",
     "worker_progress",
 ]

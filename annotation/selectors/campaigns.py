@@ -9,12 +9,14 @@ from decimal import Decimal
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from annotation.adaptive import StopPlan, stop_plan
 from annotation.channels.pricing import CostPreview, mturk_cost_preview
 from annotation.models import Activity, Campaign, Invitation, Label, Participation, Prompt, Slot, StopDecision
+from annotation.rows import Columns, fetch, table
 
 
 @dataclass(frozen=True)
@@ -245,10 +247,17 @@ def campaigns_for_workers(*, user) -> QuerySet[Campaign]:
     return Campaign.objects.filter(launched | Q(pk__in=campaigns_visible_to(user=user).values("pk")))
 
 
+_CAMPAIGN = Columns(Campaign, "c")
+
+
 def campaign_for_workers(*, slug: str, user) -> Campaign:
     """The campaign of a worker-facing URL (``campaigns_for_workers``); 404 for one ``user`` may not see,
     exactly as for a slug that does not exist. Whether it hands out work is lease_acquire's call."""
-    campaign = get_object_or_404(Campaign, slug=slug)
+    # Hand-written (annotation.rows): every request of the worker loop that names its campaign reads it.
+    rows = fetch(f"SELECT {_CAMPAIGN.sql} FROM {table(Campaign)} c WHERE c.slug = %s", [slug])
+    if not rows:
+        raise Http404("No such campaign.")
+    campaign = _CAMPAIGN.load(rows[0])
     if campaign.launched_at is None:
         # Only a campaign never launched asks who manages it: every worker request after launch is one query.
         get_object_or_404(campaigns_for_workers(user=user), pk=campaign.pk)

@@ -20,20 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, OuterRef, Subquery
+from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
+from annotation.rows import Columns, datetime_param, execute, fetch, for_update, table
 from annotation.schemas import LabelValueError
-from annotation.selectors import (
-    BLOCKED,
-    BLOCKED_REASON,
-    free_slots,
-    live_lease,
-    live_leases,
-    refusal_before_slots,
-    slot_is_free,
-)
+from annotation.selectors import BLOCKED, BLOCKED_REASON, refusal_before_slots, worker_lease
 from annotation.services.adaptive import prompt_stop_decide
 from annotation.services.controls import control_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
@@ -62,8 +55,28 @@ class LabelAck:
     duplicate: bool
 
 
+# The worker loop's statements are hand-written SQL (``annotation.rows``: the ORM's compiling and object
+# building was most of each request's CPU). They read what these selectors define, and
+# tests/annotation/test_assignment_sql.py checks on both databases that they agree: a free slot is
+# ``selectors.free_slots``'s, a worker's live lease ``selectors.live_leases``'s.
+_CAMPAIGN, _PROMPT = Columns(Campaign, "c"), Columns(Prompt, "p")
+_SLOT, _LEASE = Columns(Slot, "s"), Columns(Lease, "l")
+_SLOT_FREE = "NOT s.filled AND (s.lease_expires_at IS NULL OR s.lease_expires_at <= %s)"
+
+
+def _free_slots_sql(*, campaign: Campaign, worker: Worker, now: datetime) -> tuple[str, list]:
+    """``selectors.free_slots`` as SQL: the FROM and WHERE clauses over the slots (``s``) and their prompts
+    (``p``), and their parameters."""
+    free = (
+        f"FROM {table(Slot)} s JOIN {table(Prompt)} p ON p.id = s.prompt_id WHERE s.campaign_id = %s AND {_SLOT_FREE} "
+        f"AND s.prompt_id NOT IN (SELECT prompt_id FROM {table(Lease)} WHERE campaign_id = %s AND worker_id = %s)"
+    )
+    return free, [campaign.pk, datetime_param(now), campaign.pk, worker.pk]
+
+
 def _candidates(campaign: Campaign, worker: Worker, now: datetime):
-    """Open slots to try, one query at a time; none scans or sorts the whole table.
+    """Open slots to try, each with its prompt (the lease's answer shows it), one query at a time; none
+    scans or sorts the whole table (the partial indexes ``slot_open_random`` and ``slot_open_fill_first``).
 
     First from a random point of ``Slot.rand`` (fill-first: among the most-labeled prompts), skipping
     rows other transactions have locked, so concurrent requests spread out instead of queueing. Then
@@ -71,23 +84,56 @@ def _candidates(campaign: Campaign, worker: Worker, now: datetime):
     waiting for a locked row: a submit holds its prompt's open slots until it commits (it raises their
     priority), and that must not make a worker hear "nothing left" while a prompt is open to them.
     """
-    slots = free_slots(campaign=campaign, now=now, worker=worker)
-    order = ("rand",)
-    head = slots.filter(rand__gte=random.random())
+    free, params = _free_slots_sql(campaign=campaign, worker=worker, now=now)
+    order, head, head_params = "s.rand", " AND s.rand >= %s", [random.random()]
     if campaign.policy == Campaign.Policy.FILL_FIRST:
-        top = slots.order_by("-priority").values_list("priority", flat=True).first()
-        if top is None:
+        top = fetch(f"SELECT s.priority {free} ORDER BY s.priority DESC LIMIT 1", params)
+        if not top:
             return
-        order = ("-priority", "rand")
-        head = head.filter(priority=top)
-    for queryset, skip_locked in ((head, True), (slots, True), (slots, False)):
-        # With its prompt, which the lease's answer shows (the API's next-task): a join, not a query more.
-        locked = (
-            queryset.order_by(*order).select_related("prompt").select_for_update(skip_locked=skip_locked, of=("self",))
+        order, head, head_params = "s.priority DESC, s.rand", head + " AND s.priority = %s", [*head_params, top[0][0]]
+    for where, extra, skip_locked in ((head, head_params, True), ("", [], True), ("", [], False)):
+        rows = fetch(
+            f"SELECT {_SLOT.sql}, {_PROMPT.sql} {free}{where} ORDER BY {order} LIMIT 1"
+            + for_update("s", skip_locked=skip_locked),
+            [*params, *extra],
         )
-        slot = locked.first()
-        if slot is not None:
+        if rows:
+            slot = _SLOT.load(rows[0][: len(_SLOT)])
+            slot.prompt = _PROMPT.load(rows[0][len(_SLOT) :])
             yield slot
+
+
+def _participation_locked(*, campaign_id: int, worker_id: int, now: datetime):
+    """The worker's Participation row in the campaign, locked, as ``(n_labels, blocked, holds a live
+    lease, the campaign)``; None when the worker has none yet. The campaign is read after the lock was
+    granted, so a pause or a grown k that committed while this request waited for it is seen."""
+    rows = fetch(
+        f"SELECT pa.n_labels, pa.blocked_at, EXISTS (SELECT 1 FROM {table(Lease)} l "
+        f"JOIN {table(Prompt)} p ON p.id = l.prompt_id WHERE l.campaign_id = pa.campaign_id "
+        "AND l.worker_id = pa.worker_id AND l.status = %s AND l.expires_at > %s AND p.retired_at IS NULL), "
+        f"{_CAMPAIGN.sql} FROM {table(Participation)} pa JOIN {table(Campaign)} c ON c.id = pa.campaign_id "
+        "WHERE pa.campaign_id = %s AND pa.worker_id = %s" + for_update("pa"),
+        [Lease.Status.ACTIVE, datetime_param(now), campaign_id, worker_id],
+    )
+    if not rows:
+        return None
+    n_labels, blocked_at, holds_lease, *campaign = rows[0]
+    return n_labels, blocked_at is not None, bool(holds_lease), _CAMPAIGN.load(campaign)
+
+
+def _live_lease(*, campaign: Campaign, worker: Worker, now: datetime) -> Lease | None:
+    """The worker's running lease in the campaign, with its prompt (``selectors.live_lease``)."""
+    rows = fetch(
+        f"SELECT {_LEASE.sql}, {_PROMPT.sql} FROM {table(Lease)} l JOIN {table(Prompt)} p ON p.id = l.prompt_id "
+        "WHERE l.campaign_id = %s AND l.worker_id = %s AND l.status = %s AND l.expires_at > %s "
+        "AND p.retired_at IS NULL LIMIT 1",
+        [campaign.pk, worker.pk, Lease.Status.ACTIVE, datetime_param(now)],
+    )
+    if not rows:
+        return None
+    lease = _LEASE.load(rows[0][: len(_LEASE)])
+    lease.prompt, lease.campaign, lease.worker = _PROMPT.load(rows[0][len(_LEASE) :]), campaign, worker
+    return lease
 
 
 def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
@@ -108,21 +154,20 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
     lease): read here under the lock anyway, so callers showing it need no query of their own.
     """
     with transaction.atomic(durable=True):
-        campaign = Campaign.objects.get(pk=campaign.pk)
         now = timezone.now()
-        # A row this transaction inserts is as locked as one it selected FOR UPDATE. Whether the worker
-        # holds a live lease comes with it: the lease itself is read only then (a reload, a double click).
-        holding = live_leases(campaign=campaign, worker=worker, now=now)
-        participations = Participation.objects.select_for_update(of=("self",)).annotate(holds_lease=Exists(holding))
-        participation, created = participations.get_or_create(campaign=campaign, worker=worker)
-        done = participation.n_labels
-        existing = (
-            None if created or not participation.holds_lease else live_lease(campaign=campaign, worker=worker, now=now)
-        )
+        participation = _participation_locked(campaign_id=campaign.pk, worker_id=worker.pk, now=now)
+        if participation is None:
+            # The worker's first request: the row is inserted (a row this transaction inserts is as locked
+            # as one it selected FOR UPDATE), and the campaign read on its own, under that lock.
+            Participation.objects.get_or_create(campaign_id=campaign.pk, worker=worker)
+            done, blocked, holds_lease, campaign = 0, False, False, Campaign.objects.get(pk=campaign.pk)
+        else:
+            done, blocked, holds_lease, campaign = participation
+        existing = _live_lease(campaign=campaign, worker=worker, now=now) if holds_lease else None
         if existing is not None:
             existing.worker_labels = done
             return existing
-        refusal = refusal_before_slots(campaign=campaign, done=done, blocked=participation.blocked_at is not None)
+        refusal = refusal_before_slots(campaign=campaign, done=done, blocked=blocked)
         if refusal is not None:
             return NothingLeft(refusal.reason, refusal.code, worker_labels=done)
         expires_at = now + timedelta(seconds=campaign.lease_seconds)
@@ -133,6 +178,7 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
         for slot in _candidates(campaign, worker, now):
             lease = _lease_slot(slot=slot, worker=worker, now=now, expires_at=expires_at)
             if lease is not None:
+                lease.campaign = campaign
                 lease.worker_labels = done
                 return lease
         reason = "There is nothing left for you to label in this campaign. Thank you!"
@@ -144,19 +190,31 @@ def _lease_slot(*, slot: Slot, worker: Worker, now: datetime, expires_at: dateti
     first (the slot points to it); when the slot was taken meanwhile, the row is deleted again in this same
     transaction, so nobody ever sees it. A savepoint would cost two statements on every lease taken, for a
     path that is taken only when the slot changed hands between the candidate read and this UPDATE."""
-    lease = Lease.objects.create(
+    status = Lease.Status.ACTIVE
+    ((lease_id,),) = fetch(
+        f"INSERT INTO {table(Lease)} (campaign_id, prompt_id, worker_id, slot_id, status, created_at, expires_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        [slot.campaign_id, slot.prompt_id, worker.pk, slot.pk, status, datetime_param(now), datetime_param(expires_at)],
+    )
+    taken = execute(
+        f"UPDATE {table(Slot)} AS s SET lease_id = %s, lease_expires_at = %s WHERE s.id = %s AND {_SLOT_FREE}",
+        [lease_id, datetime_param(expires_at), slot.pk, datetime_param(now)],
+    )
+    if taken != 1:
+        execute(f"DELETE FROM {table(Lease)} WHERE id = %s", [lease_id])
+        return None
+    lease = Lease(
+        id=lease_id,
         campaign_id=slot.campaign_id,
         prompt=slot.prompt,
         worker=worker,
         slot=slot,
+        status=status,
         created_at=now,
         expires_at=expires_at,
     )
-    taken = Slot.objects.filter(slot_is_free(now=now), pk=slot.pk).update(lease=lease, lease_expires_at=expires_at)
-    if taken == 1:
-        return lease
-    lease.delete()
-    return None
+    lease._state.adding, lease._state.db = False, connection.alias  # as the ORM leaves a row it inserted
+    return lease
 
 
 def lease_heartbeat(*, lease_id: int, worker: Worker, campaign_slug: str | None = None) -> Lease:
@@ -222,16 +280,10 @@ def worker_leases_end(*, campaign_id: int, worker_id: int) -> int:
 def _locked_lease(
     lease_id: int, worker: Worker, campaign_slug: str | None = None, *, label_token: bool = False
 ) -> Lease:
-    """The worker's lease, locked, with its campaign and prompt. ``label_token``: annotated with the
-    client token of the lease's label (None: not labeled yet), so that a submit learns in the same
-    query whether it repeats one."""
-    leases = Lease.objects.select_for_update(of=("self",)).select_related("campaign", "prompt")
-    if label_token:
-        tokens = Label.objects.filter(lease=OuterRef("pk")).values("client_token")[:1]
-        leases = leases.annotate(label_token=Subquery(tokens))
-    if campaign_slug is not None:
-        leases = leases.filter(campaign__slug=campaign_slug)
-    lease = leases.filter(pk=lease_id, worker=worker).first()
+    """The worker's lease, locked, with its campaign and prompt (``selectors.worker_lease``)."""
+    lease = worker_lease(
+        lease_id=lease_id, worker=worker, campaign_slug=campaign_slug, label_token=label_token, lock=True
+    )
     if lease is None:
         raise NotLeased("This prompt is not leased to you.")
     return lease
@@ -284,41 +336,76 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
         # Conditional on the prompt not being retired (prompts_retired_set), under the prompt's lock: a
         # retirement that committed first is seen here (PostgreSQL re-reads the row it waited for), one that
         # comes after finds the count raised and refuses. The same query as counting, so the cost stays.
-        if not Prompt.objects.filter(pk=prompt.pk, retired_at__isnull=True).update(n_labels=F("n_labels") + 1):
+        counted = f"UPDATE {table(Prompt)} SET n_labels = n_labels + 1 WHERE id = %s AND retired_at IS NULL"
+        if not execute(counted, [prompt.pk]):
             raise LabelRefused(PROMPT_RETIRED_REASON, code="prompt_retired")
-        # A control has no slot to fill (services.controls); whether a prompt is one cannot change once
-        # it was leased (prompts_control_set), so the flag read with the lease holds.
-        filled = prompt.is_control or (
-            Slot.objects.filter(pk=lease.slot_id, lease=lease, filled=False).update(filled=True) == 1
-        )
+        filled, open_slots = (True, None) if prompt.is_control else _slot_fill(lease=lease)
         if not filled:
             raise LabelRefused("Your lease on this prompt is no longer valid.", code="lease_expired")
         # No savepoint: a clash leaves nothing to continue with, the refusal rolls the whole transaction back.
         try:
-            label = Label.objects.create(
-                campaign=campaign,
-                prompt=prompt,
-                worker=worker,
-                lease=lease,
-                slot_id=lease.slot_id,
-                is_control=prompt.is_control,
-                value=raw,
-                client_token=client_token,
-                leased_at=lease.created_at,
-                created_at=now,
-            )
+            label = _label_insert(lease=lease, value=raw, client_token=client_token, now=now)
         except IntegrityError as exc:
             raise LabelRefused(
                 "This client token was already used for another label.", code="bad_client_token"
             ) from exc
         lease.status = Lease.Status.SUBMITTED
-        lease.save(update_fields=["status"])
-        open_slots = Slot.objects.filter(prompt_id=prompt.pk, filled=False).update(priority=F("priority") + 1)
-        if campaign.k_max is not None and not open_slots and not prompt.is_control:  # adaptive k: stop or extend
+        execute(f"UPDATE {table(Lease)} SET status = %s WHERE id = %s", [lease.status, lease.pk])
+        if campaign.k_max is not None and open_slots == 0:  # adaptive k: stop or extend
             prompt_stop_decide(campaign=campaign, prompt_id=prompt.pk, now=now)
         # Last lock taken (the campaign's audit statistics); schedules the audit on commit.
         label_stats_add(label=label, campaign=campaign, worker_excluded=excluded)
         return _ack(label, worker_labels=worker_labels, duplicate=False)
+
+
+def _label_insert(*, lease: Lease, value, client_token: str, now: datetime) -> Label:
+    """Insert the lease's label (``value`` as the schema cleaned it) and return it, as ``Label.objects.create``
+    would. A client token the worker already used raises IntegrityError."""
+    prompt = lease.prompt
+    fields = dict(
+        campaign_id=lease.campaign_id,
+        prompt_id=prompt.pk,
+        worker_id=lease.worker_id,
+        lease_id=lease.pk,
+        slot_id=lease.slot_id,
+        is_control=prompt.is_control,
+        value=value,
+        client_token=client_token,
+        leased_at=lease.created_at,
+        created_at=now,
+        void_reason="",
+    )
+    adapt = {
+        "value": lambda v: Label._meta.get_field("value").get_db_prep_save(v, connection),
+        "leased_at": datetime_param,
+        "created_at": datetime_param,
+    }
+    params = [adapt[name](v) if name in adapt else v for name, v in fields.items()]
+    ((label_id,),) = fetch(
+        f"INSERT INTO {table(Label)} ({', '.join(fields)}) VALUES ({', '.join(['%s'] * len(fields))}) RETURNING id",
+        params,
+    )
+    label = Label(id=label_id, **fields)
+    label._state.adding, label._state.db = False, connection.alias
+    return label
+
+
+def _slot_fill(*, lease: Lease) -> tuple[bool, int]:
+    """Fill the lease's slot if it is still the lease's, and raise the priority of its prompt's other open
+    slots (fill-first: a prompt with more labels goes first), in one ``UPDATE ... RETURNING`` over the
+    prompt's open slots, which it locks: whether the slot was filled, and how many stay open. The
+    condition on the slot's lease is re-checked under its row lock (PostgreSQL re-reads a row it waited
+    for): a slot that changed hands since the lease expired is not filled."""
+    table = connection.ops.quote_name(Slot._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET filled = (CASE WHEN id = %s AND lease_id = %s THEN TRUE ELSE FALSE END), "
+            "priority = priority + (CASE WHEN id = %s AND lease_id = %s THEN 0 ELSE 1 END) "
+            "WHERE prompt_id = %s AND NOT filled RETURNING filled",
+            [lease.slot_id, lease.pk, lease.slot_id, lease.pk, lease.prompt_id],
+        )
+        states = [bool(filled) for (filled,) in cursor.fetchall()]
+    return any(states), states.count(False)
 
 
 def _participation_count_label(*, campaign_id: int, worker_id: int) -> tuple[int, bool, bool]:
