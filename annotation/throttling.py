@@ -14,6 +14,8 @@ from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils.crypto import salted_hmac
 
+from annotation.selectors import user_with_worker
+
 
 def _keys(request, username: str) -> list[tuple[str, int]]:
     address = request.META.get("REMOTE_ADDR", "") if request is not None else ""
@@ -65,7 +67,7 @@ class ThrottledModelBackend(ModelBackend):
     def get_user(self, user_id):
         """The session's user, with their native worker in the same query (``services.worker_for_user``:
         the worker pages act as it, and would otherwise read it on every request)."""
-        user = get_user_model()._default_manager.select_related("worker").filter(pk=user_id).first()
+        user = user_with_worker(user_id=user_id)
         return user if user is not None and self.user_can_authenticate(user) else None
 
 

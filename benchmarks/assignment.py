@@ -18,7 +18,13 @@ which stays queued. Then, for each size in --prompts:
   never-twice, the counters, every acknowledged label stored), every acknowledged label stored with its
   value, every stored label acknowledged;
 * prints EXPLAIN ANALYZE of the query that picks the slot (captured from a real lease_acquire), to
-  show that finding work does not scan or sort the table.
+  show that finding work does not scan or sort the table;
+* measures the SQL floor on the same campaign: pgbench with as many clients, each a worker of its own,
+  running the same cycle as bare SQL (``FLOOR_SCRIPT``: lock the worker's participation, claim a free
+  slot with SKIP LOCKED, insert the lease and hold the slot; then lock the lease, count the label on
+  the participation and the prompt, fill the slot, insert the label, mark the lease submitted), and
+  prints Chorus's HTTP cycles/s as a share of it. The floor has no audit statistics, no random start
+  and no per-request authentication: it is what PostgreSQL alone needs for the guarantees.
 
 Everything runs on this machine: the clients, gunicorn, PostgreSQL and whatever else is running.
 The table reports the CPU each of them used, and the whole machine's, so a noisy run shows.
@@ -441,6 +447,64 @@ def explain_candidate_query(campaign: Campaign, key: str) -> list[str]:
     return plan
 
 
+# --- The SQL floor (pgbench) -----------------------------------------------------------------------
+
+# One pgbench transaction = one claim + submit cycle, as two database transactions, for the worker
+# :w0 + :client_id in campaign :c. Table names are the models' (filled in by floor_script).
+FLOOR_SCRIPT = """\\set w :w0 + :client_id
+BEGIN;
+SELECT n_labels FROM {participation} WHERE campaign_id = :c AND worker_id = :w FOR UPDATE;
+SELECT s.id AS slot, s.prompt_id AS prompt FROM {slot} s WHERE s.campaign_id = :c AND NOT s.filled
+  AND (s.lease_expires_at IS NULL OR s.lease_expires_at <= now())
+  AND s.prompt_id NOT IN (SELECT prompt_id FROM {lease} WHERE campaign_id = :c AND worker_id = :w)
+  ORDER BY s.rand LIMIT 1 FOR UPDATE OF s SKIP LOCKED \\gset
+INSERT INTO {lease} (campaign_id, prompt_id, worker_id, slot_id, status, created_at, expires_at)
+  VALUES (:c, :prompt, :w, :slot, 'active', now(), now() + interval '10 minutes') RETURNING id AS lease \\gset
+UPDATE {slot} SET lease_id = :lease, lease_expires_at = now() + interval '10 minutes' WHERE id = :slot;
+COMMIT;
+BEGIN;
+SELECT status FROM {lease} WHERE id = :lease AND worker_id = :w FOR UPDATE;
+UPDATE {participation} SET n_labels = n_labels + 1 WHERE campaign_id = :c AND worker_id = :w RETURNING n_labels;
+UPDATE {prompt} SET n_labels = n_labels + 1 WHERE id = :prompt AND retired_at IS NULL;
+UPDATE {slot} SET filled = true WHERE id = :slot AND lease_id = :lease AND NOT filled;
+INSERT INTO {label} (campaign_id, prompt_id, worker_id, lease_id, slot_id, is_control, value, client_token,
+  leased_at, created_at, void_reason) VALUES (:c, :prompt, :w, :lease, :slot, false, '1', :lease, now(), now(), '');
+UPDATE {lease} SET status = 'submitted' WHERE id = :lease;
+COMMIT;
+"""
+
+
+def floor_script() -> str:
+    from annotation.models import Label, Lease, Participation, Prompt, Slot
+
+    tables = {"participation": Participation, "slot": Slot, "lease": Lease, "prompt": Prompt, "label": Label}
+    return FLOOR_SCRIPT.format(**{name: model._meta.db_table for name, model in tables.items()})
+
+
+def measure_floor(args, campaign: Campaign, workdir: Path) -> float:
+    """Cycles/s of the bare-SQL cycle (pgbench, --clients clients for --floor-seconds), on ``campaign``
+    with workers of its own; their labels stay (the campaign is emptied before the next size)."""
+    from annotation.models import Participation, Worker
+
+    first = Worker.objects.bulk_create(
+        Worker(channel="floor", external_id=f"{campaign.pk}-{i}") for i in range(args.clients)
+    )
+    ids = sorted(worker.pk for worker in first)
+    assert ids == list(range(ids[0], ids[0] + len(ids))), "pgbench numbers its workers from :w0"
+    Participation.objects.bulk_create(Participation(campaign=campaign, worker_id=pk) for pk in ids)
+    script = workdir / "floor.sql"
+    script.write_text(floor_script())
+    url = args.postgres.rsplit("/", 1)[0] + "/" + args.database
+    argv = [shutil.which("pgbench") or "pgbench", "-n", "-c", str(args.clients), "-j", str(os.cpu_count() or 1)]
+    argv += ["-T", str(int(args.floor_seconds)), "-D", f"c={campaign.pk}", "-D", f"w0={ids[0]}"]
+    done = subprocess.run([*argv, "-f", str(script), url], check=True, capture_output=True, text=True)
+    tps = next(line for line in done.stdout.splitlines() if line.startswith("tps = "))
+    failed = [line for line in done.stdout.splitlines() if "failed" in line or "aborted" in line]
+    if any(not line.rstrip().endswith(" 0 (0.000%)") for line in failed if ":" in line):
+        raise RuntimeError("pgbench: " + "; ".join(failed))
+    return float(tps.split()[2])
+
+
 # --- Main -----------------------------------------------------------------------------------------
 
 
@@ -458,6 +522,7 @@ class Result:
     plan: list
     engine: dict
     load: float
+    floor: float
 
 
 def run_size(args, n_prompts: int, owner, keys: list[str], base: str, stack: Stack) -> Result:
@@ -509,6 +574,7 @@ def run_size(args, n_prompts: int, owner, keys: list[str], base: str, stack: Sta
         plan=explain_candidate_query(campaign, keys[0]),
         engine=engine,
         load=load,
+        floor=measure_floor(args, campaign, stack.workdir),
     )
 
 
@@ -525,7 +591,7 @@ def report(args, results: list[Result]) -> None:
     )
     header = (
         f"{'prompts':>9} {'seed s':>6} {'cycles/s':>8} {'next-task ms p50/p95/p99':>24} {'submit ms p50/p95/p99':>21} "
-        f"{'CPU cores clients/web/pg/machine':>32} {'load':>5} {'violations':>10}"
+        f"{'CPU cores clients/web/pg/machine':>32} {'load':>5} {'violations':>10} {'SQL floor/s':>11} {'share':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -533,7 +599,8 @@ def report(args, results: list[Result]) -> None:
         cpu = "/".join(f"{r.cpu[name]:.2f}" for name in ("clients", "web", "postgres", "machine"))
         print(
             f"{r.prompts:>9,} {r.seed_seconds:>6.0f} {r.cycles / r.window:>8.1f} {_ms(r.next_task):>24} "
-            f"{_ms(r.submit):>21} {cpu:>32} {r.load:>5.1f} {len(r.violations):>10}"
+            f"{_ms(r.submit):>21} {cpu:>32} {r.load:>5.1f} {len(r.violations):>10} {r.floor:>11.0f} "
+            f"{r.cycles / r.window / r.floor:>6.1%}"
         )
     print()
     print(f"Engine alone: one caller in this process, {args.probe} cycles, before the HTTP load")
@@ -564,6 +631,7 @@ def main(argv=None) -> int:
     parser.add_argument("--web-workers", type=int, default=5, help="gunicorn sync workers")
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--database", default="chorus_bench")
+    parser.add_argument("--floor-seconds", type=float, default=10, help="pgbench's run per size (the SQL floor)")
     args = parser.parse_args(argv)
 
     import psycopg

@@ -52,6 +52,9 @@ INSTALLED_APPS = [
     "audits",
 ]
 
+# Django's database sessions, read with one hand-written statement (annotation/sessions.py).
+SESSION_ENGINE = "annotation.sessions"
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",

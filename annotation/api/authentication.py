@@ -4,8 +4,9 @@ In a module of its own, with no views: DRF imports the classes named in its sett
 module is first imported."""
 
 from rest_framework.authentication import TokenAuthentication
-from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
+
+from annotation.selectors import token_with_user
 
 
 class WorkerTokenAuthentication(TokenAuthentication):
@@ -14,7 +15,7 @@ class WorkerTokenAuthentication(TokenAuthentication):
     own. Refuses exactly as DRF's does, in its words."""
 
     def authenticate_credentials(self, key):
-        token = Token.objects.select_related("user__worker").filter(key=key).first()
+        token = token_with_user(key=key)
         if token is None:
             raise AuthenticationFailed("Invalid token.")
         if not token.user.is_active:

@@ -1,22 +1,29 @@
 """Reads on a campaign's workers: their labels, the actions taken on them, the leases running now, a
 worker's progress on the task page and their answers to control prompts and gold."""
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker, WorkerAction
 from annotation.models.workers import public_worker_id_parse
-from annotation.selectors.assignment import _unfilled_slots, labels_left_under_cap
+from annotation.rows import Columns, fetch, table
+from annotation.selectors.assignment import labels_left_under_cap
 
 
 def worker_label_count(*, campaign: Campaign, worker: Worker) -> int:
-    return (
-        Participation.objects.filter(campaign=campaign, worker=worker).values_list("n_labels", flat=True).first() or 0
+    # Hand-written (annotation.rows): every task page reads it.
+    rows = fetch(
+        f"SELECT n_labels FROM {table(Participation)} WHERE campaign_id = %s AND worker_id = %s",
+        [campaign.pk, worker.pk],
     )
+    return rows[0][0] if rows else 0
 
 
 def campaign_workers(*, campaign: Campaign) -> QuerySet[Participation]:
@@ -173,8 +180,13 @@ def worker_progress(
     # A prompt has at most k unfilled slots (adaptive k: k_max), so the first n × k of them hold at least
     # n prompts, or they are all there are.
     most = campaign.k if campaign.k_max is None else campaign.k_max
-    sample = _unfilled_slots(campaign, worker).values("prompt_id")[: max(bound - 1, 0) * most]
-    others = sample.aggregate(n=Count("prompt_id", distinct=True))["n"]
+    # _unfilled_slots, hand-written (annotation.rows): every task page counts it.
+    others = fetch(
+        f"SELECT COUNT(DISTINCT prompt_id) FROM (SELECT s.prompt_id FROM {table(Slot)} s "
+        "WHERE s.campaign_id = %s AND NOT s.filled AND s.prompt_id NOT IN "
+        f"(SELECT prompt_id FROM {table(Lease)} WHERE campaign_id = %s AND worker_id = %s) LIMIT %s) sample",
+        [campaign.pk, campaign.pk, worker.pk, max(bound - 1, 0) * most],
+    )[0][0]
     if others and (campaign.control_rate is not None or campaign.control_first):
         # A control is a prompt like any other to the worker (services.controls), served while other work
         # is left: counting the controls still unseen keeps "left" going down by one on every page.
@@ -230,3 +242,51 @@ def _control_answer_correct(schema, value, gold) -> bool:
         )
     expected = None if gold is None or isinstance(gold, list) else schema.binarize(gold)
     return value == gold if expected is None else schema.binarize(value) == expected
+
+
+@functools.cache
+def _identity_columns() -> tuple[Columns, Columns, Columns]:
+    # On first use, not at import: the user model is known once the apps are loaded.
+    return Columns(Token, "t"), Columns(get_user_model(), "u"), Columns(Worker, "w")
+
+
+def _user_with_worker(row, users: Columns, workers: Columns):
+    """The user of a row's last columns (``users`` then ``workers``: a LEFT JOIN on their native worker),
+    with that worker cached on it, or None, so that ``services.worker_for_user`` reads no more."""
+    user = users.load(row[-len(users) - len(workers) : -len(workers)])
+    worker = workers.load(row[-len(workers) :]) if row[-len(workers)] is not None else None
+    type(user).worker.related.set_cached_value(user, worker)
+    if worker is not None:
+        worker.user = user
+    return user
+
+
+def _native_worker_join() -> str:
+    return f"LEFT JOIN {table(Worker)} w ON w.user_id = u.id AND w.channel = %s"
+
+
+def user_with_worker(*, user_id):
+    """The user of this id with their native worker, or None: the session's user on every page
+    (``annotation.throttling``). Hand-written (``annotation.rows``): every worker page reads it."""
+    _, users, workers = _identity_columns()
+    rows = fetch(
+        f"SELECT {users.sql}, {workers.sql} FROM {table(get_user_model())} u {_native_worker_join()} WHERE u.id = %s",
+        [Worker.NATIVE, user_id],
+    )
+    return _user_with_worker(rows[0], users, workers) if rows else None
+
+
+def token_with_user(*, key: str) -> Token | None:
+    """The API token of this key with its user and the user's native worker, or None: every API request
+    signed with a token reads it (``annotation.api.authentication``)."""
+    tokens, users, workers = _identity_columns()
+    rows = fetch(
+        f"SELECT {tokens.sql}, {users.sql}, {workers.sql} FROM {table(Token)} t "
+        f"JOIN {table(get_user_model())} u ON u.id = t.user_id {_native_worker_join()} WHERE t.key = %s",
+        [Worker.NATIVE, key],
+    )
+    if not rows:
+        return None
+    token = tokens.load(rows[0][: len(tokens)])
+    token.user = _user_with_worker(rows[0], users, workers)
+    return token

@@ -44,9 +44,11 @@ def scale_key(schema) -> dict:
 
 def _stats_row(campaign_id: int, scale: dict, *, exclude_label: int | None = None) -> tuple[dict, bool]:
     """The campaign's ``(scale, needs_rebuild)``, creating its AuditStats row on first use (no lock)."""
-    row = AuditStats.objects.filter(campaign_id=campaign_id).values_list("scale", "needs_rebuild").first()
-    if row is not None:
-        return row
+    # Hand-written: every label reads it (the scale comes back as JSON text on SQLite: label_stats_add).
+    stats = _q(AuditStats._meta.db_table)
+    rows = _sql(f"SELECT scale, needs_rebuild FROM {stats} WHERE campaign_id = %s", [campaign_id])
+    if rows:
+        return rows[0]
     older = Label.objects.counted().filter(campaign_id=campaign_id)
     if exclude_label is not None:
         older = older.exclude(pk=exclude_label)

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from annotation import selectors, services
 from annotation.models import Campaign, Label, Lease, Prompt
+from annotation.selectors.assignment import _unfilled_slots
 from annotation.services import assignment
 from tests.clock import later
 from tests.helpers import label_one
@@ -50,6 +51,11 @@ def test_the_free_slots_are_the_selectors(busy, make_worker):
                     by_sql = {row[0] for row in cursor.fetchall()}
                 by_orm = set(selectors.free_slots(campaign=campaign, now=now, worker=who).values_list("pk", flat=True))
                 assert by_sql == by_orm and by_orm  # some free, so the comparison means something
+                # The task page's count of prompts left (hand-written): one on screen + those with an
+                # unfilled slot never leased to the worker.
+                unfilled = _unfilled_slots(campaign, who).values_list("prompt_id", flat=True)
+                progress = selectors.worker_progress(campaign=campaign, worker=who)
+                assert progress.left == 1 + len(set(unfilled)) and not progress.more
 
 
 @pytest.mark.parametrize("moment", [0, 61])
