@@ -6,6 +6,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db.models import Count, Q, QuerySet, Sum
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
@@ -20,8 +21,9 @@ from annotation.channels.models import (
     mturk_client_token,
 )
 from annotation.channels.registry import get_channel
-from annotation.models import Campaign, Label, Prompt, Slot
+from annotation.models import Campaign, Label, Prompt, Slot, Worker
 from annotation.permissions import edit_check, is_campaign_owner
+from annotation.rows import Columns, fetch, table
 from annotation.selectors import campaigns_for_workers, campaigns_visible_to
 
 
@@ -128,16 +130,43 @@ def mturk_assignment_for_task(
     )
 
 
+_PANEL, _PUBLICATION, _CAMPAIGN = Columns(PanelConfig, "pc"), Columns(Publication, "pb"), Columns(Campaign, "c")
+_SESSION, _WORKER = Columns(PanelSession, "ps"), Columns(Worker, "w")
+
+
 def panel_for_workers(*, slug: str, user) -> PanelConfig:
     """A panel by the slug of its participants' link, with its publication and campaign; 404 if none, or
-    if its campaign's worker pages are closed to ``user`` (``campaigns_for_workers``: never launched)."""
-    panels = PanelConfig.objects.select_related("publication__campaign")
-    return get_object_or_404(panels.filter(publication__campaign__in=campaigns_for_workers(user=user)), slug=slug)
+    if its campaign's worker pages are closed to ``user`` (``campaigns_for_workers``: never launched).
+    Hand-written (``annotation.rows``): every request of a participant reads it."""
+    rows = fetch(
+        f"SELECT {_PANEL.sql}, {_PUBLICATION.sql}, {_CAMPAIGN.sql} FROM {table(PanelConfig)} pc "
+        f"JOIN {table(Publication)} pb ON pb.id = pc.publication_id JOIN {table(Campaign)} c ON c.id = pb.campaign_id "
+        "WHERE pc.slug = %s",
+        [slug],
+    )
+    if not rows:
+        raise Http404("No such study link.")
+    row, publication_at, campaign_at = rows[0], len(_PANEL), len(_PANEL) + len(_PUBLICATION)
+    panel, publication = _PANEL.load(row[:publication_at]), _PUBLICATION.load(row[publication_at:campaign_at])
+    publication.campaign, panel.publication = _CAMPAIGN.load(row[campaign_at:]), publication
+    if publication.campaign.launched_at is None:  # only then does it matter who asks
+        get_object_or_404(campaigns_for_workers(user=user), pk=publication.campaign_id)
+    return panel
 
 
 def panel_session_of(*, panel: PanelConfig, pk: int) -> PanelSession | None:
-    """The panel's session ``pk`` (kept in the browser's session), with its worker; None if it is gone."""
-    return PanelSession.objects.select_related("worker").filter(pk=pk, panel=panel).first()
+    """The panel's session ``pk`` (kept in the browser's session), with its worker; None if it is gone.
+    Hand-written, as ``panel_for_workers``."""
+    rows = fetch(
+        f"SELECT {_SESSION.sql}, {_WORKER.sql} FROM {table(PanelSession)} ps "
+        f"JOIN {table(Worker)} w ON w.id = ps.worker_id WHERE ps.id = %s AND ps.panel_id = %s",
+        [pk, panel.pk],
+    )
+    if not rows:
+        return None
+    session = _SESSION.load(rows[0][: len(_SESSION)])
+    session.worker, session.panel = _WORKER.load(rows[0][len(_SESSION) :]), panel
+    return session
 
 
 # Assignments MTurk pays a bonus for (SendBonus refuses any other status).

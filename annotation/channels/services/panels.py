@@ -5,11 +5,11 @@ link, its label count against the quota, and its completion. Creating the link i
 import re
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from annotation.channels.errors import PanelRefused
 from annotation.channels.models import PanelConfig, PanelSession, Publication
+from annotation.rows import fetch, table
 from annotation.services import worker_get_or_create
 
 _PARTICIPANT_ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
@@ -47,9 +47,10 @@ def panel_session_start(
 
 def panel_label_counted(*, session: PanelSession) -> PanelSession:
     """One more label in the participant's session (call only for a new label, not a resubmission)."""
-    with transaction.atomic(durable=True):
-        PanelSession.objects.filter(pk=session.pk).update(n_labels=F("n_labels") + 1)
-    session.refresh_from_db()
+    # One statement, its own transaction: it counts and reads the count back (every label of a participant).
+    ((session.n_labels,),) = fetch(
+        f"UPDATE {table(PanelSession)} SET n_labels = n_labels + 1 WHERE id = %s RETURNING n_labels", [session.pk]
+    )
     return session
 
 
