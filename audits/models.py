@@ -102,7 +102,9 @@ class WorkerQualityStats(models.Model):
     n_controls = models.PositiveIntegerField(default=0)
     n_correct = models.PositiveIntegerField(default=0)
     median_seconds = models.FloatField(null=True)
-    median_n = models.PositiveIntegerField(default=0)
+    # A default in the database too: web processes of the release before keep inserting rows without it
+    # while a rolling deploy migrates.
+    median_n = models.PositiveIntegerField(default=0, db_default=0)
 
     class Meta:
         verbose_name = verbose_name_plural = "worker quality statistics"

@@ -4,6 +4,7 @@ One command::
 
     .venv/bin/python benchmarks/assignment.py                                   # 10k and 1M prompts
     .venv/bin/python benchmarks/assignment.py --prompts 10000 --clients 32 --seconds 15
+    .venv/bin/python benchmarks/assignment.py --prompts 10000 100000 1000000 --against HEAD~3   # A/B
 
 It creates its own PostgreSQL database (--database on the server at --postgres, dropped at the end),
 migrates it, creates the client accounts with DRF tokens, and starts gunicorn (--web-workers sync
@@ -28,6 +29,12 @@ which stays queued. Then, for each size in --prompts:
 
 Everything runs on this machine: the clients, gunicorn, PostgreSQL and whatever else is running.
 The table reports the CPU each of them used, and the whole machine's, so a noisy run shows.
+
+--against REV: an A/B in one run. REV is checked out with ``git worktree`` in a temporary folder, and
+each size's load runs --rounds times on each tree's web server in turn (REV first), on the same
+database and campaign, migrated by this tree (REV's code must run on it: migrations add columns with
+database defaults for that reason, as a rolling deploy needs). The engine probe and the SQL floor
+run once per size, with this tree.
 """
 
 from __future__ import annotations
@@ -155,41 +162,32 @@ class Stack:
 
     def __init__(self, env: dict, workdir: Path, *, redis_port: int, web_workers: int):
         self.env, self.workdir, self.web_workers = env, workdir, web_workers
-        self.redis_port, self.web_port = redis_port, free_port()
+        self.redis_port = redis_port
         self.procs: list[subprocess.Popen] = []
 
-    def _start(self, name: str, argv: list[str], port: int) -> subprocess.Popen:
+    def _start(self, name: str, argv: list[str], port: int, cwd: Path = REPO) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "ab")
         proc = subprocess.Popen(
-            argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, cwd=cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self.procs.append(proc)
         wait_for_port(port, 30)
         return proc
 
     def start(self) -> None:
-        self._start(
-            "redis",
-            redis_server_argv(self.redis_port, self.workdir),
-            self.redis_port,
-        )
-        self.web = self._start(
-            "web",
-            [
-                str(BIN / "gunicorn"),
-                "config.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{self.web_port}",
-                "--workers",
-                str(self.web_workers),
-                "--timeout",
-                "60",
-                "--backlog",
-                "2048",
-                "--no-control-socket",
-            ],
-            self.web_port,
-        )
+        self._start("redis", redis_server_argv(self.redis_port, self.workdir), self.redis_port)
+
+    def start_web(self, tree: Path) -> None:
+        """gunicorn serving the Chorus tree at ``tree`` (this one, or the A/B's other revision)."""
+        self.web_port = free_port()
+        argv = [str(BIN / "gunicorn"), "config.wsgi:application", "--bind", f"127.0.0.1:{self.web_port}"]
+        argv += ["--workers", str(self.web_workers), "--timeout", "60", "--backlog", "2048", "--no-control-socket"]
+        self.web = self._start("web", argv, self.web_port, cwd=tree)
+
+    def stop_web(self) -> None:
+        os.killpg(self.web.pid, 15)
+        self.web.wait(timeout=30)
+        self.procs.remove(self.web)
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -509,38 +507,40 @@ def measure_floor(args, campaign: Campaign, workdir: Path) -> float:
 
 
 @dataclass
-class Result:
-    prompts: int
-    seed_seconds: float
+class Window:
+    """One tree's load on a size: cycles and latencies as the clients saw them, and the CPU used."""
+
+    tree: str
     window: float
     cycles: int
     next_task: tuple
     submit: tuple
     cpu: dict
     outcomes: dict
+    load: float
+
+
+@dataclass
+class Result:
+    prompts: int
+    seed_seconds: float
+    windows: list
     violations: list
     plan: list
     engine: dict
-    load: float
     floor: float
 
 
-def run_size(args, n_prompts: int, owner, keys: list[str], base: str, stack: Stack) -> Result:
-    empty_campaigns()
-    started = time.monotonic()
-    campaign = seed_campaign(n_prompts=n_prompts, k=args.k, policy=args.policy, owner=owner)
-    seed_seconds = time.monotonic() - started
-    print(
-        f"[{n_prompts:,} prompts] seeded {n_prompts:,} prompts and {n_prompts * args.k:,} slots "
-        f"in {seed_seconds:.1f} s; "
-        f"engine alone for {args.probe} cycles, then {len(keys)} clients for {args.warmup:g} + {args.seconds:g} s",
-        flush=True,
-    )
-    engine = probe_engine(campaign, args.probe)
-
-    tally, stop = Tally(), threading.Event()
+def run_window(args, tree: tuple[str, Path], slug: str, keys: list[str], stack: Stack, tally: Tally) -> Window:
+    """--clients clients on the web server of ``tree`` for --warmup, then --seconds measured."""
+    name, path = tree
+    stack.start_web(path)
+    base = f"http://127.0.0.1:{stack.web_port}"
+    warm_up(base, keys[0], 2 * args.web_workers)
+    seen, stop = len(tally.samples), threading.Event()
+    outcomes_before = dict(tally.outcomes)
     threads = [
-        threading.Thread(target=client, args=(base, campaign.slug, key, tally, stop, n), daemon=True)
+        threading.Thread(target=client, args=(base, slug, key, tally, stop, n), daemon=True)
         for n, key in enumerate(keys)
     ]
     for thread in threads:
@@ -556,24 +556,46 @@ def run_size(args, n_prompts: int, owner, keys: list[str], base: str, stack: Sta
     stop.set()
     for thread in threads:
         thread.join()
+    stack.stop_web()
+    samples = tally.samples[seen:]
 
     def window(endpoint):
-        return [s for e, t, s in tally.samples if e == endpoint and t >= window_start and t + s <= window_end]
+        return [s for e, t, s in samples if e == endpoint and t >= window_start and t + s <= window_end]
 
     submits = window("submit")
-    return Result(
-        prompts=n_prompts,
-        seed_seconds=seed_seconds,
+    return Window(
+        tree=name,
         window=window_end - window_start,
         cycles=len(submits),
         next_task=percentiles(window("next-task")),
         submit=percentiles(submits),
         cpu=meter.used,
-        outcomes=dict(sorted(tally.outcomes.items())),
+        outcomes={k: v - outcomes_before.get(k, 0) for k, v in sorted(tally.outcomes.items())},
+        load=load,
+    )
+
+
+def run_size(args, n_prompts: int, owner, keys: list[str], trees: list, stack: Stack) -> Result:
+    empty_campaigns()
+    started = time.monotonic()
+    campaign = seed_campaign(n_prompts=n_prompts, k=args.k, policy=args.policy, owner=owner)
+    seed_seconds = time.monotonic() - started
+    print(
+        f"[{n_prompts:,} prompts] seeded {n_prompts:,} prompts and {n_prompts * args.k:,} slots "
+        f"in {seed_seconds:.1f} s; engine alone for {args.probe} cycles, then {len(keys)} clients for "
+        f"{args.warmup:g} + {args.seconds:g} s on {' and '.join(name for name, _ in trees)}",
+        flush=True,
+    )
+    engine = probe_engine(campaign, args.probe)
+    tally = Tally()
+    windows = [run_window(args, tree, campaign.slug, keys, stack, tally) for _ in range(args.rounds) for tree in trees]
+    return Result(
+        prompts=n_prompts,
+        seed_seconds=seed_seconds,
+        windows=windows,
         violations=check_guarantees(campaign, tally),
         plan=explain_candidate_query(campaign, keys[0]),
         engine=engine,
-        load=load,
         floor=measure_floor(args, campaign, stack.workdir),
     )
 
@@ -587,36 +609,58 @@ def report(args, results: list[Result]) -> None:
     print(
         f"HTTP: k={args.k}, {args.policy} policy, {args.clients} clients (threads, requests), "
         f"gunicorn {args.web_workers} sync workers, "
-        f"PostgreSQL; {os.cpu_count()} cores shared by all of it and by whatever else runs"
+        f"PostgreSQL; {os.cpu_count()} cores shared by all of it and by whatever else runs. SQL floor: pgbench, "
+        f"{args.clients} clients, {args.floor_seconds:g} s (the same cycle as bare SQL); share = cycles/s / floor."
     )
     header = (
-        f"{'prompts':>9} {'seed s':>6} {'cycles/s':>8} {'next-task ms p50/p95/p99':>24} {'submit ms p50/p95/p99':>21} "
-        f"{'CPU cores clients/web/pg/machine':>32} {'load':>5} {'violations':>10} {'SQL floor/s':>11} {'share':>6}"
+        f"{'prompts':>9} {'tree':>12} {'cycles/s':>8} {'next-task ms p50/p95/p99':>24} {'submit ms p50/p95/p99':>21} "
+        f"{'web CPU ms/cycle':>16} {'CPU cores clients/web/pg/machine':>32} {'load':>5} {'floor/s':>7} {'share':>6}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
-        cpu = "/".join(f"{r.cpu[name]:.2f}" for name in ("clients", "web", "postgres", "machine"))
-        print(
-            f"{r.prompts:>9,} {r.seed_seconds:>6.0f} {r.cycles / r.window:>8.1f} {_ms(r.next_task):>24} "
-            f"{_ms(r.submit):>21} {cpu:>32} {r.load:>5.1f} {len(r.violations):>10} {r.floor:>11.0f} "
-            f"{r.cycles / r.window / r.floor:>6.1%}"
-        )
+        for w in r.windows:
+            rate = w.cycles / w.window
+            cpu = "/".join(f"{w.cpu[name]:.2f}" for name in ("clients", "web", "postgres", "machine"))
+            print(
+                f"{r.prompts:>9,} {w.tree:>12} {rate:>8.1f} {_ms(w.next_task):>24} {_ms(w.submit):>21} "
+                f"{w.cpu['web'] / rate * 1000 if rate else float('nan'):>16.1f} {cpu:>32} {w.load:>5.1f} "
+                f"{r.floor:>7.0f} {rate / r.floor:>6.1%}"
+            )
     print()
-    print(f"Engine alone: one caller in this process, {args.probe} cycles, before the HTTP load")
+    print(f"Engine alone (this tree): one caller in this process, {args.probe} cycles, before the HTTP load")
     header = f"{'prompts':>9} {'lease_acquire ms p50/p95/p99':>28} {'label_submit ms p50/p95/p99':>28}"
     print(header)
     print("-" * len(header))
     for r in results:
         print(f"{r.prompts:>9,} {_ms(r.engine['lease_acquire']):>28} {_ms(r.engine['label_submit']):>28}")
     for r in results:
-        print(f"\n[{r.prompts:,} prompts] answers: {r.outcomes}")
+        print(f"\n[{r.prompts:,} prompts] violations of the guarantees: {len(r.violations)}")
+        for w in r.windows:
+            print(f"  {w.tree} answers: {w.outcomes}")
         for violation in r.violations:
             print(f"  VIOLATION: {violation}")
         print("  EXPLAIN (ANALYZE, BUFFERS) of the slot-picking query, key lines:")
         for line in r.plan:
             if any(word in line for word in PLAN_KEY_LINES):
                 print("    " + line)
+
+
+@contextmanager
+def other_tree(rev: str | None):
+    """The trees to load: (name, path) of REV's checkout (a temporary git worktree) first, then this one."""
+    if rev is None:
+        yield [("this tree", REPO)]
+        return
+    folder = Path(tempfile.mkdtemp(prefix="chorus-ab-"))
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(folder), rev], check=True)
+    try:
+        name = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        yield [(name, folder), ("this tree", REPO)]
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(folder)], check=False)
 
 
 def main(argv=None) -> int:
@@ -632,6 +676,8 @@ def main(argv=None) -> int:
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--database", default="chorus_bench")
     parser.add_argument("--floor-seconds", type=float, default=10, help="pgbench's run per size (the SQL floor)")
+    parser.add_argument("--against", help="git revision to compare with (A/B in one run, REV first)")
+    parser.add_argument("--rounds", type=int, default=1, help="A/B: windows of each tree per size, alternating")
     args = parser.parse_args(argv)
 
     import psycopg
@@ -664,9 +710,8 @@ def main(argv=None) -> int:
         owner = get_user_model().objects.create(username="bench-researcher")
         keys = make_accounts(args.clients)
         stack.start()
-        base = f"http://127.0.0.1:{stack.web_port}"
-        warm_up(base, keys[0], 2 * args.web_workers)
-        results = [run_size(args, n, owner, keys, base, stack) for n in args.prompts]
+        with other_tree(args.against) as trees:
+            results = [run_size(args, n, owner, keys, trees, stack) for n in args.prompts]
         report(args, results)
         status = 1 if any(r.violations for r in results) else 0
         return status
