@@ -1,0 +1,69 @@
+"""Exact query counts of a panel participant's requests (``/channels/panel/<slug>/...``, what a Prolific
+study URL opens), on the campaigns of tests/api/test_worker_loop.py's count (``worker_loop_campaign``):
+a change that adds a query fails here."""
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from annotation import services
+from annotation.channels import services as channels
+from tests.helpers import WORKER_LOOP_KINDS, worker_loop_campaign
+
+pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
+
+# Each list: the study link (-> 302), next (-> 302), next again (the same lease), the task page,
+# heartbeat, skip (-> 302), then twice: next, the task page, the label's POST (-> 302). The participant's
+# worker exists and joined the campaign, as for every visit but their first; the slot draw's random start
+# is pinned and the audit statistics (label_stats_add) left out, as in the API's count.
+PANEL_PAGE_QUERIES = {
+    # The study link (a new browser: no session to read): the panel with its publication and campaign, the
+    # worker, the panel session made (BEGIN, its read, a savepoint, INSERT, RELEASE, COMMIT), the new
+    # Django session saved (whether its key is taken, then BEGIN, INSERT, COMMIT). Every later request: the
+    # session, the panel
+    # with its publication and campaign, the panel session with its worker (3). next: + the API's next-task
+    # without its token and campaign (6). The task page: + the lease with its campaign and prompt, the
+    # label count and the bounded count of open slots (3). Heartbeat and skip: + the services' (5 each).
+    # The label's POST: + the lease + the submit's transaction (8) + the session's count (1).
+    "plain": [12, 9, 7, 6, 8, 8, 9, 6, 13, 9, 6, 13],
+    # The control first: next finds it due (whether other work is left, the draw, its lease); its task
+    # page counts the unseen controls too; its heartbeat and label have no slot.
+    "controls": [12, 9, 7, 7, 7, 8, 9, 7, 12, 9, 7, 13],
+    # Each label runs the stop rule: 4 more per POST.
+    "adaptive": [12, 9, 7, 6, 8, 8, 9, 6, 17, 9, 6, 17],
+}
+
+
+@pytest.mark.parametrize("kind", WORKER_LOOP_KINDS)
+def test_the_panel_pages_cost_a_fixed_number_of_queries(kind, make_campaign, researcher, monkeypatch):
+    monkeypatch.setattr("annotation.services.assignment.random.random", lambda: 0.0)
+    monkeypatch.setattr("annotation.services.assignment.label_stats_add", lambda **_: None)
+    worker = services.worker_get_or_create(channel="prolific", external_id="PARTICIPANT")
+    campaign = worker_loop_campaign(make_campaign, kind, worker)
+    panel = channels.publication_create_panel(campaign=campaign, user=researcher, completion_code="C0DE").panel
+    assert panel.publication.worker_channel == "prolific"  # the worker above is the participant's
+    client, counts = Client(), []  # compared whole at the end, so that a failure shows every request
+
+    def counted(method, path, body=None, status=200):
+        with CaptureQueriesContext(connection) as queries:
+            response = getattr(client, method)(path, body)
+        counts.append(len(queries))
+        assert response.status_code == status, response.content[:300]
+        return response
+
+    link = f"/channels/panel/{panel.slug}/"
+    counted("get", link, {"PROLIFIC_PID": "PARTICIPANT", "STUDY_ID": "S1", "SESSION_ID": "X1"}, status=302)
+    next_url = reverse("channels:panel_next", args=[panel.slug])
+    task = counted("get", next_url, status=302).url
+    assert counted("get", next_url, status=302).url == task
+    counted("get", task)
+    lease_id = int(task.rstrip("/").rsplit("/", 1)[-1])
+    counted("post", reverse("channels:panel_heartbeat", args=[panel.slug, lease_id]))
+    counted("post", reverse("channels:panel_skip", args=[panel.slug, lease_id]), status=302)
+    for _ in range(2):
+        task = counted("get", next_url, status=302).url
+        token = counted("get", task).context["client_token"]
+        counted("post", task, {"value": "1", "client_token": token}, status=302)
+    assert counts == PANEL_PAGE_QUERIES[kind], f"queries per request: {counts}"
