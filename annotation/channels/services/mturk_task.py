@@ -34,6 +34,7 @@ def mturk_assignment_open(*, hit: MTurkHIT, assignment_id: str, worker: Worker) 
         )
         if not created and (assignment.worker_id != worker.pk or assignment.hit_id != hit.pk):
             raise PublicationRefused("This assignment belongs to another worker or HIT.", code="assignment_mismatch")
+        assignment.worker, assignment.hit = worker, hit  # the same rows: the page reads them, no query more
         if assignment.opened_at is None:
             assignment.opened_at = timezone.now()
             assignment.save(update_fields=["opened_at"])
