@@ -48,7 +48,9 @@ def test_a_researcher_finds_and_retires_prompts(live_server, new_page, make_camp
     page.select_option("select[name=retired]", "false")
     with page.expect_navigation():
         page.click("button:has-text('Filter')")
-    page.check("tr.prompt-row[data-prompt='p4'] input[name=prompts]")
+    # One unlabeled prompt and the labeled one (the draw decides which that is: never the target).
+    target = "p5" if labeled.external_id == "p4" else "p4"
+    page.check(f"tr.prompt-row[data-prompt='{target}'] input[name=prompts]")
     page.check(f"tr.prompt-row[data-prompt='{labeled.external_id}'] input[name=prompts]")
     with page.expect_navigation():
         page.click("button:has-text('Retire the selected')")
@@ -56,29 +58,29 @@ def test_a_researcher_finds_and_retires_prompts(live_server, new_page, make_camp
     assert "Nothing was changed" in page.inner_text("body") and "counted label" in page.inner_text("body")
     assert not Prompt.objects.filter(retired_at__isnull=False).exists()
 
-    page.check("tr.prompt-row[data-prompt='p4'] input[name=prompts]")
+    page.check(f"tr.prompt-row[data-prompt='{target}'] input[name=prompts]")
     with page.expect_navigation():
         page.click("button:has-text('Retire the selected')")
     page.wait_for_selector("text=1 prompt retired.")
     # The list keeps its filters: retired prompts are filtered out now.
-    assert page.locator("tr.prompt-row[data-prompt='p4']").count() == 0
+    assert page.locator(f"tr.prompt-row[data-prompt='{target}']").count() == 0
     page.select_option("select[name=retired]", "true")
     with page.expect_navigation():
         page.click("button:has-text('Filter')")
-    page.wait_for_selector("tr.prompt-row.retired[data-prompt='p4']")
-    assert page.inner_text("tr.prompt-row[data-prompt='p4'] .prompt-status") == "retired"
+    page.wait_for_selector(f"tr.prompt-row.retired[data-prompt='{target}']")
+    assert page.inner_text(f"tr.prompt-row[data-prompt='{target}'] .prompt-status") == "retired"
     assert no_horizontal_scroll(page)
     page.screenshot(path=tmp_path / "prompts-retired.png", full_page=True)
 
     with page.expect_navigation():
-        page.click("tr.prompt-row[data-prompt='p4'] .prompt-id a")
-    page.wait_for_selector("h1:has-text('Prompt p4')")
+        page.click(f"tr.prompt-row[data-prompt='{target}'] .prompt-id a")
+    page.wait_for_selector(f"h1:has-text('Prompt {target}')")
     assert "retired since" in page.inner_text(".prompt-card")
     with page.expect_navigation():
         page.click("button:has-text('Bring it back')")
     page.wait_for_selector("text=1 prompt brought back.")
     assert page.inner_text(".prompt-status").startswith("open")
-    assert Prompt.objects.get(campaign=campaign, external_id="p4").retired_at is None
+    assert Prompt.objects.get(campaign=campaign, external_id=target).retired_at is None
 
     page.goto(f"{live_server.url}/campaigns/{campaign.slug}/prompts/{labeled.pk}/")
     assert page.locator("tr.prompt-label").count() == 1
