@@ -53,15 +53,19 @@ def medians_update(*, campaign_id: int, stale_only: bool) -> None:
     ((c + 1) / 2)th and ((c + 2) / 2)th smallest, as the engine takes it.
 
     At READ COMMITTED (PostgreSQL), a label committed while this runs may be missed: its worker's row
-    then stays stale (``median_n`` short of the counts) and the next fold takes it; a reader never uses
-    a stale median (``worker_numbers._stats_read`` computes it in its own snapshot instead)."""
+    then stays stale (``median_n`` short of the counts) and the next update takes it; a reader never
+    uses a stale median (``worker_numbers._stats_read`` computes it in its own snapshot instead)."""
     stats = quote(WorkerQualityStats._meta.db_table)
     ranked = _worker_seconds("seconds, row_number() OVER (ORDER BY seconds) AS rn, count(*) OVER () AS c")
-    where = " AND median_n <> n_labels + n_controls" if stale_only else ""
+    where = "campaign_id = %s" + (" AND median_n <> n_labels + n_controls" if stale_only else "")
+    if stale_only and connection.features.has_select_for_update_skip_locked:
+        # Rows a label's transaction holds are passed over, not waited for: waiting while holding the rows
+        # already updated could deadlock with a transaction folding labels of several workers. A row
+        # passed over stays stale until the next run; the read meanwhile takes its median in its snapshot.
+        where = f"id IN (SELECT id FROM {stats} WHERE {where} FOR UPDATE SKIP LOCKED)"
     sql(
         f"UPDATE {stats} SET median_seconds = (SELECT AVG(seconds) FROM ({ranked}) ranked "
-        f"WHERE rn IN ((c + 1) / 2, (c + 2) / 2)), median_n = ({_worker_seconds('COUNT(*)')}) "
-        f"WHERE campaign_id = %s{where}",
+        f"WHERE rn IN ((c + 1) / 2, (c + 2) / 2)), median_n = ({_worker_seconds('COUNT(*)')}) WHERE {where}",
         [campaign_id],
     )
 

@@ -71,6 +71,7 @@ class BurstStack(Stack):
 
     def start(self) -> None:
         super().start()
+        self.start_web(REPO)
         log = open(self.workdir / "celery.log", "ab")
         self.celery = subprocess.Popen(
             celery_worker_argv(self.workdir, f"burst-{uuid.uuid4().hex[:6]}"),
