@@ -91,10 +91,7 @@ class WorkerAuditStats(models.Model):
 class WorkerQualityStats(models.Model):
     """One worker's worker-quality counts in one campaign, kept with each label (``label_stats_add``):
     counted labels of prompts that are not controls (excluded workers' included), controls answered
-    and answered correctly; and the median of their seconds per label (``LabelSeconds``), which the quick
-    run brings up to date (``audits.quality_tables.medians_fold``), not each label: it reads all of the
-    worker's seconds. ``median_n`` is how many seconds it was computed over: the median is current when
-    that is ``n_labels + n_controls``."""
+    and answered correctly, and the median of their seconds per label (``LabelSeconds``)."""
 
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
     worker = models.ForeignKey("annotation.Worker", on_delete=models.CASCADE, related_name="+")
@@ -102,9 +99,6 @@ class WorkerQualityStats(models.Model):
     n_controls = models.PositiveIntegerField(default=0)
     n_correct = models.PositiveIntegerField(default=0)
     median_seconds = models.FloatField(null=True)
-    # A default in the database too: web processes of the release before keep inserting rows without it
-    # while a rolling deploy migrates.
-    median_n = models.PositiveIntegerField(default=0, db_default=0)
 
     class Meta:
         verbose_name = verbose_name_plural = "worker quality statistics"

@@ -5,7 +5,7 @@ pending bias deltas, which that read performs in its own transaction (``worker_n
 
 from django.db import connection
 
-from audits.models import LabelSeconds, WorkerBiasDelta, WorkerBiasStats, WorkerQualityStats
+from audits.models import LabelSeconds, WorkerBiasDelta, WorkerBiasStats
 
 BIAS_FIELDS = ("n", "sx", "sxx", "so", "soo", "sxo")
 
@@ -35,39 +35,6 @@ def median_seconds(campaign_id: int, n: int, worker_id: int | None = None) -> fl
     if len(rows) != 2 - n % 2:
         raise ValueError("label seconds do not match the worker-quality counts")
     return (rows[0][0] + rows[-1][0]) / 2
-
-
-def _worker_seconds(select: str) -> str:
-    """A subquery over the ``LabelSeconds`` of a ``WorkerQualityStats`` row's worker (in an UPDATE of that
-    table)."""
-    stats, seconds = quote(WorkerQualityStats._meta.db_table), quote(LabelSeconds._meta.db_table)
-    mine = f"s.campaign_id = {stats}.campaign_id AND s.worker_id = {stats}.worker_id"
-    return f"SELECT {select} FROM {seconds} s WHERE {mine}"
-
-
-def medians_update(*, campaign_id: int, stale_only: bool) -> None:
-    """Set each worker's ``median_seconds`` from their ``LabelSeconds``, and ``median_n`` to how many
-    there were, in one statement (both from its snapshot, so they agree): every worker of the campaign
-    (a rebuild), or ``stale_only`` those whose median is not current (``median_n`` is not their
-    ``n_labels + n_controls``: labels arrived since). The median of c values: the mean of the
-    ((c + 1) / 2)th and ((c + 2) / 2)th smallest, as the engine takes it.
-
-    At READ COMMITTED (PostgreSQL), a label committed while this runs may be missed: its worker's row
-    then stays stale (``median_n`` short of the counts) and the next update takes it; a reader never
-    uses a stale median (``worker_numbers._stats_read`` computes it in its own snapshot instead)."""
-    stats = quote(WorkerQualityStats._meta.db_table)
-    ranked = _worker_seconds("seconds, row_number() OVER (ORDER BY seconds) AS rn, count(*) OVER () AS c")
-    where = "campaign_id = %s" + (" AND median_n <> n_labels + n_controls" if stale_only else "")
-    if stale_only and connection.features.has_select_for_update_skip_locked:
-        # Rows a label's transaction holds are passed over, not waited for: waiting while holding the rows
-        # already updated could deadlock with a transaction folding labels of several workers. A row
-        # passed over stays stale until the next run; the read meanwhile takes its median in its snapshot.
-        where = f"id IN (SELECT id FROM {stats} WHERE {where} FOR UPDATE SKIP LOCKED)"
-    sql(
-        f"UPDATE {stats} SET median_seconds = (SELECT AVG(seconds) FROM ({ranked}) ranked "
-        f"WHERE rn IN ((c + 1) / 2, (c + 2) / 2)), median_n = ({_worker_seconds('COUNT(*)')}) WHERE {where}",
-        [campaign_id],
-    )
 
 
 def campaign_median_seconds(*, campaign_id: int, n: int) -> float | None:

@@ -55,7 +55,7 @@ from audits.engine.workers import (
     worker_speed_from_medians,
 )
 from audits.models import WorkerBiasStats, WorkerQualityStats, WorkerValueCount
-from audits.quality_tables import bias_deltas_fold, campaign_median_seconds, median_seconds, medians_update
+from audits.quality_tables import bias_deltas_fold, campaign_median_seconds
 from audits.selectors.full import value_scale
 
 
@@ -299,22 +299,16 @@ def _stats_read(campaign: Campaign) -> tuple:
     """The statistics :func:`worker_quality` reads, with the bias deltas folded first, in one
     transaction (REPEATABLE READ on PostgreSQL: one instant for every table)."""
     isolate = connection.vendor == "postgresql" and not connection.in_atomic_block
-    # Before the snapshot, at READ COMMITTED: under REPEATABLE READ, updating a row a label changed since
-    # the snapshot began would fail (the labels' upserts keep changing these rows).
-    medians_update(campaign_id=campaign.pk, stale_only=True)
     with transaction.atomic():
         if isolate:
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         bias_deltas_fold(campaign_id=campaign.pk)
-        stats = [
-            # A median not current in this snapshot (labels committed since the update above): taken here,
-            # by index, over the same snapshot's seconds.
-            (worker_id, n, c, right, median if median_n == n + c else median_seconds(campaign.pk, n + c, worker_id))
-            for worker_id, n, c, right, median, median_n in WorkerQualityStats.objects.filter(
-                campaign=campaign
-            ).values_list("worker_id", "n_labels", "n_controls", "n_correct", "median_seconds", "median_n")
-        ]
+        stats = list(
+            WorkerQualityStats.objects.filter(campaign=campaign).values_list(
+                "worker_id", "n_labels", "n_controls", "n_correct", "median_seconds"
+            )
+        )
         values = list(
             WorkerValueCount.objects.filter(campaign=campaign, n__gt=0).values_list("worker_id", "value", "n")
         )

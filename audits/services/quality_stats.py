@@ -1,15 +1,15 @@
 """Worker quality's sufficient statistics, kept with each label as the noise numbers' are.
 
 ``quality_stats_add`` runs inside the label's transaction (``label_stats_add``) and keeps, per worker:
-their counted labels and controls (and controls right), their seconds per label (``LabelSeconds``; the
-quick run takes the median of the workers who labeled since: ``medians_update``), the count of each
-scaled value they gave (straight-lining), and the bias's exact sufficient statistics
-(``WorkerBiasStats``: per number k of reference others on a unit, the integer sums of the worker's value
-x, of the others' sum o, and of x², o², x·o). A new label on a unit changes k and o for every label
-already there, so it writes those changes as append-only ``WorkerBiasDelta`` rows (it never waits on, or
-locks, another worker's row); the next quick run deletes and folds them in one transaction
-(``bias_deltas_fold``), so a process that dies between the two loses nothing and counts nothing twice:
-the label and its deltas commit together, and a delta is gone exactly when it was folded.
+their counted labels and controls (and controls right), the median of their seconds per label (from
+``LabelSeconds``, by index), the count of each scaled value they gave (straight-lining), and the bias's
+exact sufficient statistics (``WorkerBiasStats``: per number k of reference others on a unit, the
+integer sums of the worker's value x, of the others' sum o, and of x², o², x·o). A new label on a
+unit changes k and o for every label already there, so it writes those changes as append-only
+``WorkerBiasDelta`` rows (it never waits on, or locks, another worker's row); the next quick run
+deletes and folds them in one transaction (``bias_deltas_fold``), so a process that dies between the
+two loses nothing and counts nothing twice: the label and its deltas commit together, and a delta
+is gone exactly when it was folded.
 
 Labels on one prompt are serialised by the prompt's row lock (``label_submit`` increments its
 ``n_labels`` before the statistics), so each label sees every earlier label of its prompt. What a
@@ -28,7 +28,7 @@ from annotation.models import Campaign, Label, Participation, Prompt
 from annotation.selectors.workers import _control_answer_correct, worker_control_results
 from audits import selectors
 from audits.models import LabelSeconds, WorkerBiasDelta, WorkerBiasStats, WorkerQualityStats, WorkerValueCount
-from audits.quality_tables import BIAS_FIELDS, bias_deltas_fold, campaign_median_seconds, medians_update, quote, sql
+from audits.quality_tables import BIAS_FIELDS, bias_deltas_fold, campaign_median_seconds, quote, sql
 
 
 def label_seconds_sql() -> str:
@@ -44,6 +44,17 @@ def label_seconds_sql() -> str:
 def _clamped(expr: str) -> str:
     # A clock stepped back between lease and label is read as an instant label (worker_numbers).
     return f"MAX({expr}, 0.0)" if connection.vendor == "sqlite" else f"GREATEST({expr}, 0.0)"
+
+
+def _median_sql() -> str:
+    """The median of a ``WorkerQualityStats`` row's worker's ``LabelSeconds`` (in an UPDATE of that
+    table): the mean of the ((c + 1) / 2)th and ((c + 2) / 2)th smallest of c, as the engine takes it."""
+    stats, seconds = quote(WorkerQualityStats._meta.db_table), quote(LabelSeconds._meta.db_table)
+    return (
+        f"(SELECT AVG(seconds) FROM (SELECT seconds, row_number() OVER (ORDER BY seconds) AS rn, "
+        f"count(*) OVER () AS c FROM {seconds} s WHERE s.campaign_id = {stats}.campaign_id "
+        f"AND s.worker_id = {stats}.worker_id) ranked WHERE rn IN ((c + 1) / 2, (c + 2) / 2))"
+    )
 
 
 def _int(x) -> int:
@@ -78,11 +89,17 @@ def quality_stats_add(*, label: Label, campaign: Campaign, units: list, worker_e
     table = quote(WorkerQualityStats._meta.db_table)
     control = int(bool(label.is_control))
     sql(
-        f"INSERT INTO {table} (campaign_id, worker_id, n_labels, n_controls, n_correct, median_seconds, median_n) "
-        f"VALUES (%s, %s, %s, %s, %s, NULL, 0) ON CONFLICT (campaign_id, worker_id) DO UPDATE SET "
+        f"INSERT INTO {table} (campaign_id, worker_id, n_labels, n_controls, n_correct, median_seconds) "
+        f"VALUES (%s, %s, %s, %s, %s, NULL) ON CONFLICT (campaign_id, worker_id) DO UPDATE SET "
         f"n_labels = {table}.n_labels + excluded.n_labels, n_controls = {table}.n_controls + excluded.n_controls, "
         f"n_correct = {table}.n_correct + excluded.n_correct",
         [campaign.pk, label.worker_id, 1 - control, control, correct],
+    )
+    # A statement of its own, under the row lock the upsert took: it sees every earlier label of the
+    # worker. The median of c values: the mean of the ((c + 1) / 2)th and ((c + 2) / 2)th smallest.
+    sql(
+        f"UPDATE {table} SET median_seconds = {_median_sql()} WHERE campaign_id = %s AND worker_id = %s",
+        [campaign.pk, label.worker_id],
     )
     if not units:
         return
@@ -198,7 +215,8 @@ def quality_stats_rebuild(*, campaign: Campaign) -> None:
         ),
         batch_size=2000,
     )
-    medians_update(campaign_id=campaign.pk, stale_only=False)
+    table = quote(WorkerQualityStats._meta.db_table)
+    sql(f"UPDATE {table} SET median_seconds = {_median_sql()} WHERE campaign_id = %s", [campaign.pk])
     WorkerValueCount.objects.bulk_create(
         (
             WorkerValueCount(campaign_id=campaign.pk, worker_id=w, value=v, n=n)

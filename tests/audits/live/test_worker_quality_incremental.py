@@ -10,7 +10,6 @@ import random
 from unittest import mock
 
 import pytest
-from django.db.models import F
 
 from annotation import services
 from annotation.models import Lease, Participation, Prompt
@@ -208,24 +207,3 @@ def test_a_refresh_reads_the_statistics_not_the_labels(researcher, django_assert
     with django_assert_max_num_queries(12):  # a constant number of queries over per-worker rows
         quality = audit_selectors.worker_quality(campaign=campaign)
     assert quality.watermark == 24
-
-
-def test_a_median_not_yet_brought_up_to_date_is_taken_in_the_reads_snapshot(researcher):
-    """Labels change their worker's counts but not the stored median (``medians_update``, which the read
-    runs first). A label committed between that update and the read's snapshot leaves a median behind
-    its counts: the read then takes it over the snapshot's own seconds, so the table stays exact."""
-    rng = random.Random(23)
-    campaign = _campaign(researcher, schema="binary", n_prompts=12, n_controls=2, k=3, rng=rng)
-    workers = [sim_worker() for _ in range(5)]
-    with mock.patch.object(controls, "random", rng):
-        _label(campaign, workers, rng, 12, [0, 1])
-    stale = lambda: WorkerQualityStats.objects.exclude(median_n=F("n_labels") + F("n_controls"))  # noqa: E731
-    assert stale().filter(campaign=campaign).count() == len(workers)  # labels leave the medians behind
-    with mock.patch("audits.selectors.worker_numbers.medians_update"):  # as if labels came after it
-        _assert_same_table(campaign)
-    assert stale().filter(campaign=campaign).count() == len(workers)
-    _assert_same_table(campaign)  # brought up to date first, then read
-    assert not stale().filter(campaign=campaign).exists()
-    stored = _stored(campaign)
-    audit_services.stats_rebuild(campaign_id=campaign.pk)
-    assert _stored(campaign) == stored  # the medians a rebuild computes from every label
