@@ -33,6 +33,14 @@ class AuditStats(models.Model):
     )
     audited_labels = models.PositiveBigIntegerField(default=0, help_text="Watermark of the latest quick snapshot.")
     audited_at = models.DateTimeField(null=True, blank=True)
+    # Where the campaign's median seconds per label was at the latest worker-quality read: the
+    # ``LabelSeconds`` row (seconds, label) at its lower middle, how many rows order before it and how
+    # many there were, so that the next read walks from there instead of from the fastest label
+    # (quality_tables.campaign_median_seconds). Null seconds: no anchor (none yet, or a rebuild).
+    median_seconds_at = models.FloatField(null=True, blank=True)
+    median_label_at = models.BigIntegerField(null=True, blank=True)
+    median_rank_at = models.PositiveBigIntegerField(default=0)
+    median_of = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         verbose_name = "audit statistics"
@@ -182,12 +190,16 @@ class LabelSeconds(models.Model):
     worker_id = models.BigIntegerField()
     label_id = models.BigIntegerField()
     seconds = models.FloatField()
+    # False from the label's transaction until a worker-quality read counts the row into the campaign
+    # median's rank (quality_tables.campaign_median_seconds): the rows it has not seen yet, by index.
+    ranked = models.BooleanField(db_default=False)
 
     class Meta:
         verbose_name = verbose_name_plural = "label seconds"
         indexes = [
-            models.Index(fields=["campaign", "seconds"], name="labelseconds_campaign"),
+            models.Index(fields=["campaign", "seconds", "label_id"], name="labelseconds_campaign_order"),
             models.Index(fields=["campaign", "worker_id", "seconds"], name="labelseconds_worker"),
+            models.Index(fields=["campaign"], condition=models.Q(ranked=False), name="labelseconds_unranked"),
         ]
 
     def __str__(self) -> str:

@@ -5,7 +5,7 @@ pending bias deltas, which that read performs in its own transaction (``worker_n
 
 from django.db import connection
 
-from audits.models import LabelSeconds, WorkerBiasDelta, WorkerBiasStats
+from audits.models import AuditStats, LabelSeconds, WorkerBiasDelta, WorkerBiasStats
 
 BIAS_FIELDS = ("n", "sx", "sxx", "so", "soo", "sxo")
 
@@ -20,26 +20,72 @@ def sql(statement: str, params: list) -> list:
         return cursor.fetchall() if cursor.description else []
 
 
-def median_seconds(campaign_id: int, n: int, worker_id: int | None = None) -> float | None:
-    """The median of the campaign's (or one worker's) ``LabelSeconds`` of ``n`` rows, by index."""
-    if n <= 0:
-        return None
-    table = quote(LabelSeconds._meta.db_table)
-    where, params = "campaign_id = %s", [campaign_id]
-    if worker_id is not None:
-        where, params = where + " AND worker_id = %s", [*params, worker_id]
-    rows = sql(
-        f"SELECT seconds FROM {table} WHERE {where} ORDER BY seconds LIMIT %s OFFSET %s",
-        [*params, 2 - n % 2, (n - 1) // 2],
-    )
-    if len(rows) != 2 - n % 2:
-        raise ValueError("label seconds do not match the worker-quality counts")
-    return (rows[0][0] + rows[-1][0]) / 2
-
-
 def campaign_median_seconds(*, campaign_id: int, n: int) -> float | None:
-    """The median seconds per label over the campaign's ``n`` timed labels (None without any)."""
-    return median_seconds(campaign_id, n)
+    """The median seconds per label over the campaign's ``n`` timed labels (None without any): the
+    mean of the rows of rank ⌊(n − 1)/2⌋ and ⌊n/2⌋ (from 0) in the order (seconds, label).
+
+    An offset from the fastest label walks half the campaign's rows, which at a million labels was
+    half of a quick run's time. So each read leaves an anchor on ``AuditStats``: the row of the lower
+    middle rank, that rank and the number of rows. The next read marks the rows that came since as
+    ranked (``UPDATE … RETURNING`` of the unranked ones, by a partial index), adds those that order
+    before the anchor to its rank, and walks from the anchor to the new middle: its cost follows the
+    labels since the last read, not the campaign. The rows ranked must then number ``n`` (else
+    ``ValueError``: the statistics disagree with their rows).
+
+    Call it inside the statistics read's transaction (REPEATABLE READ on PostgreSQL): the rows it
+    ranks and walks are those the read's counts include, and two reads that rank the same rows at
+    once conflict and one is retried (``worker_numbers.worker_quality``). A rebuild inserts its rows
+    ranked and clears the anchor; without one, the read counts the rows and walks from the fastest.
+    """
+    table = quote(LabelSeconds._meta.db_table)
+    new = sql(
+        f"UPDATE {table} SET ranked = TRUE WHERE campaign_id = %s AND ranked = FALSE RETURNING seconds, label_id",
+        [campaign_id],
+    )
+    anchor = (
+        AuditStats.objects.filter(campaign_id=campaign_id)
+        .values_list("median_seconds_at", "median_label_at", "median_rank_at", "median_of")
+        .first()
+    )
+    at, rank_at = None, 0
+    if anchor is not None and anchor[0] is not None:
+        at, total = (anchor[0], anchor[1]), anchor[3] + len(new)
+        rank_at = anchor[2] + sum(1 for row in new if tuple(row) < at)
+    else:
+        total = sql(f"SELECT COUNT(*) FROM {table} WHERE campaign_id = %s", [campaign_id])[0][0]
+    if total != n:
+        raise ValueError(f"label seconds ({total} rows) do not match the worker-quality counts ({n})")
+    if n == 0:
+        return None
+    lo, hi = (n - 1) // 2, n // 2
+    if at is None or lo >= rank_at:  # forward from the anchor (or the fastest row) to lo, then hi
+        middle = _walk(table, campaign_id, at, forward=True, offset=lo - rank_at, count=hi - lo + 1)
+    elif hi < rank_at:  # backward from the row before the anchor to hi, then lo
+        middle = _walk(table, campaign_id, at, forward=False, offset=rank_at - 1 - hi, count=hi - lo + 1)[::-1]
+    else:  # lo is the row before the anchor, hi the anchor
+        middle = _walk(table, campaign_id, at, forward=False, offset=0, count=1)
+        middle += _walk(table, campaign_id, at, forward=True, offset=0, count=1)
+    AuditStats.objects.filter(campaign_id=campaign_id).update(
+        median_seconds_at=middle[0][0], median_label_at=middle[0][1], median_rank_at=lo, median_of=n
+    )
+    return (middle[0][0] + middle[-1][0]) / 2
+
+
+def _walk(table: str, campaign_id: int, at: tuple | None, *, forward: bool, offset: int, count: int) -> list:
+    """``count`` rows ``(seconds, label id)`` from ``offset`` rows past the anchor ``at`` (itself the
+    first forward, the row before it the first backward) in the order (seconds, label), by index;
+    without an anchor, forward from the fastest row."""
+    where, params = "campaign_id = %s", [campaign_id]
+    if at is not None:
+        where, params = where + f" AND (seconds, label_id) {'>=' if forward else '<'} (%s, %s)", [*params, *at]
+    order = "seconds, label_id" if forward else "seconds DESC, label_id DESC"
+    rows = sql(
+        f"SELECT seconds, label_id FROM {table} WHERE {where} ORDER BY {order} LIMIT %s OFFSET %s",
+        [*params, count, offset],
+    )
+    if len(rows) != count:  # the anchor's rank is off: the rebuild this leads to clears it
+        raise ValueError("label seconds do not match their anchor")
+    return rows
 
 
 def bias_deltas_fold(*, campaign_id: int) -> None:

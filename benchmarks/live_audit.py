@@ -458,6 +458,8 @@ def run_size(args, size: int, services: Services, owner) -> dict:
         f"{quick0.duration_ms:.0f} ms, first full audit {full_seconds:.1f} s",
         flush=True,
     )
+    if args.profile:
+        profile_refreshes(campaign, args.profile)
     connection.close()
 
     worker = services.start_worker()
@@ -544,6 +546,30 @@ def run_size(args, size: int, services: Services, owner) -> dict:
     return result
 
 
+def profile_refreshes(campaign, n: int) -> None:
+    """cProfile over n quick runs in this process (no label comes meanwhile: each run still reads and
+    computes everything, and saves its snapshot), the 25 costliest functions by their own time."""
+    import cProfile
+    import pstats
+
+    from audits import services as audit_services
+
+    profiler = cProfile.Profile()
+    started, cpu = time.perf_counter(), time.process_time()
+    profiler.enable()
+    for _ in range(n):
+        audit_services.audit_refresh(campaign_id=campaign.pk)
+    profiler.disable()
+    print(
+        f"  {n} quick runs under the profiler: {(time.perf_counter() - started) * 1000 / n:.0f} ms each, "
+        f"{(time.process_time() - cpu) * 1000 / n:.0f} ms of this process's CPU",
+        flush=True,
+    )
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats("chorus|audits|annotation", 30)
+    pstats.Stats(profiler).print_callers("decode|loads")
+
+
 def _dt(ts: float):
     from datetime import datetime
 
@@ -604,6 +630,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--controls", type=int, default=20, help="control prompts (0: none)")
     parser.add_argument("--no-rules", action="store_true", help="no active quality rules")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="profile N quick runs after seeding")
     args = parser.parse_args(argv)
 
     import psycopg

@@ -71,9 +71,15 @@ def rule_decisions(*, campaign: Campaign, quality: WorkerQuality) -> list[RuleDe
     rules = list(QualityRule.objects.filter(campaign=campaign, active=True))
     if not rules or not quality.rows:
         return []
-    last: dict[tuple[int, int], WorkerAction] = {}
-    for action in WorkerAction.objects.filter(campaign=campaign, rule__in=rules).order_by("-created_at", "-id"):
-        last.setdefault((action.rule_id, action.worker_id), action)
+    # Each rule's last action on each worker: whether it was undone and the count it acted at. Columns,
+    # not objects: a campaign whose rules acted on many workers would otherwise decode every action's
+    # numbers on every run.
+    last: dict[tuple[int, int], tuple] = {}
+    actions = WorkerAction.objects.filter(campaign=campaign, rule__in=rules).order_by("-created_at", "-id")
+    for rule_id, worker_id, undone_at, rule_count in actions.values_list(
+        "rule_id", "worker_id", "undone_at", "numbers__rule_count"
+    ):
+        last.setdefault((rule_id, worker_id), (undone_at, rule_count))
     names, decisions = scaled_value_names(campaign), []
     for rule in rules:
         for row in quality.rows:
@@ -81,9 +87,7 @@ def rule_decisions(*, campaign: Campaign, quality: WorkerQuality) -> list[RuleDe
             if not fires:
                 continue
             previous = last.get((rule.pk, row.worker_id))
-            if previous is not None and (
-                previous.undone_at is None or count < (previous.numbers or {}).get("rule_count", 0) + rule.min_labels
-            ):
+            if previous is not None and (previous[0] is None or count < (previous[1] or 0) + rule.min_labels):
                 continue
             decisions.append(
                 RuleDecision(

@@ -27,7 +27,14 @@ from django.db import connection
 from annotation.models import Campaign, Label, Participation, Prompt
 from annotation.selectors.workers import _control_answer_correct, worker_control_results
 from audits import selectors
-from audits.models import LabelSeconds, WorkerBiasDelta, WorkerBiasStats, WorkerQualityStats, WorkerValueCount
+from audits.models import (
+    AuditStats,
+    LabelSeconds,
+    WorkerBiasDelta,
+    WorkerBiasStats,
+    WorkerQualityStats,
+    WorkerValueCount,
+)
 from audits.quality_tables import BIAS_FIELDS, bias_deltas_fold, campaign_median_seconds, quote, sql
 
 
@@ -196,11 +203,16 @@ def quality_stats_rebuild(*, campaign: Campaign) -> None:
     for model in (WorkerQualityStats, WorkerValueCount, WorkerBiasStats, WorkerBiasDelta, LabelSeconds):
         model.objects.filter(campaign_id=campaign.pk).delete()
     rebuilt = quality_stats_from_labels(campaign=campaign)
+    # Inserted ranked, with the campaign median's anchor cleared: the next read takes the median from
+    # the fastest label and places the anchor anew (quality_tables.campaign_median_seconds).
     sql(
-        f"INSERT INTO {quote(LabelSeconds._meta.db_table)} (campaign_id, worker_id, label_id, seconds) "
-        f"SELECT campaign_id, worker_id, id, {_clamped(label_seconds_sql())} FROM {quote(Label._meta.db_table)} "
+        f"INSERT INTO {quote(LabelSeconds._meta.db_table)} (campaign_id, worker_id, label_id, seconds, ranked) "
+        f"SELECT campaign_id, worker_id, id, {_clamped(label_seconds_sql())}, TRUE FROM {quote(Label._meta.db_table)} "
         "WHERE campaign_id = %s AND voided_at IS NULL",
         [campaign.pk],
+    )
+    AuditStats.objects.filter(campaign_id=campaign.pk).update(
+        median_seconds_at=None, median_label_at=None, median_rank_at=0, median_of=0
     )
     WorkerQualityStats.objects.bulk_create(
         (

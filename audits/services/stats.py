@@ -337,7 +337,8 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
         stats.needs_rebuild = False
         stats.audited_labels = 0  # earlier snapshots used other statistics: audit again
         stats.rebuilds += 1
-        stats.save()
+        # Only these: quality_stats_rebuild has cleared the median's anchor on the row meanwhile.
+        stats.save(update_fields=["scale", "needs_rebuild", "audited_labels", "rebuilds"])
     return stats
 
 
