@@ -8,7 +8,8 @@ and the ``settings`` fixture work in tests.
 from django.conf import settings
 
 DEFAULTS = {
-    # seconds between the trigger that enqueues a run and the run (labels meanwhile are folded in)
+    # seconds between the trigger that enqueues a run and the run (labels meanwhile are folded in); a
+    # run that ends behind schedules the next this long after its own start (at once if it took longer)
     "COUNTDOWN": 0.25,
     # life of the pending key, which is held from the trigger to the end of the run: heals an enqueue
     # lost after the key was set, a run killed midway, or a countdown message lost with a killed worker

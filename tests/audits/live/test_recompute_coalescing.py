@@ -64,6 +64,10 @@ def test_a_trigger_mid_run_gives_a_second_run(make_campaign, django_capture_on_c
         _run(enqueued, 0)
     assert AuditStats.objects.get(campaign=campaign).audited_labels == 1
     assert enqueued.names().count("audits.refresh") == 2
+    # The next read comes COUNTDOWN after this run's start, not after its end: the label has waited
+    # for the run already.
+    countdowns = [countdown for name, _, countdown in enqueued if name == "audits.refresh"]
+    assert countdowns[0] == audit_setting("COUNTDOWN") and 0 <= countdowns[1] < countdowns[0]
 
     # Triggers while the second run is still queued fold into it.
     with django_capture_on_commit_callbacks(execute=True):
