@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 from django.conf import settings
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation import services
@@ -128,6 +130,24 @@ def worker_loop_campaign(make_campaign, kind: str, worker):
         campaign = services.campaign_update(campaign=campaign, control_first=1)
     Participation.objects.create(campaign=campaign, worker=worker)
     return campaign
+
+
+class CountedRequests:
+    """Requests of a query-count test, each one's queries appended to ``counts``, which the test compares
+    whole at the end (so that a failure shows every request that changed): on ``client``, or on a new
+    client per request from ``new_client`` (MTurk's frame sends no cookie). ``options`` go with each
+    request (the API's ``format="json"``)."""
+
+    def __init__(self, client=None, *, new_client=None, **options):
+        self.client, self.new_client, self.options, self.counts = client, new_client, options, []
+
+    def __call__(self, method: str, path: str, body=None, status: int = 200):
+        client = self.new_client() if self.new_client else self.client
+        with CaptureQueriesContext(connection) as queries:
+            response = getattr(client, method)(path, body, **self.options)
+        self.counts.append(len(queries))
+        assert response.status_code == status, response.content[:300]
+        return response
 
 
 def label_on_page(client, campaign, value="1"):

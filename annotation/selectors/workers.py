@@ -17,11 +17,11 @@ from annotation.rows import Columns, fetch, table
 from annotation.selectors.assignment import labels_left_under_cap
 
 
-def worker_label_count(*, campaign: Campaign, worker: Worker) -> int:
+def worker_label_count(*, campaign_id: int, worker_id: int) -> int:
     # Hand-written (annotation.rows): every task page reads it.
     rows = fetch(
         f"SELECT n_labels FROM {table(Participation)} WHERE campaign_id = %s AND worker_id = %s",
-        [campaign.pk, worker.pk],
+        [campaign_id, worker_id],
     )
     return rows[0][0] if rows else 0
 
@@ -170,7 +170,7 @@ def worker_progress(
     the unseen controls, in a campaign that serves them.
     """
     if labeled is None:
-        labeled = worker_label_count(campaign=campaign, worker=worker)
+        labeled = worker_label_count(campaign_id=campaign.pk, worker_id=worker.pk)
     limits = [] if quota_left is None else [quota_left]
     cap_left = labels_left_under_cap(campaign=campaign, done=labeled)
     if cap_left is not None:

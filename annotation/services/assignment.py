@@ -26,7 +26,7 @@ from django.utils import timezone
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.rows import Columns, datetime_param, execute, fetch, for_update, table
 from annotation.schemas import LabelValueError
-from annotation.selectors import BLOCKED, BLOCKED_REASON, refusal_before_slots, worker_lease
+from annotation.selectors import BLOCKED, BLOCKED_REASON, refusal_before_slots, worker_label_count, worker_lease
 from annotation.services.adaptive import prompt_stop_decide
 from annotation.services.controls import control_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
@@ -463,11 +463,7 @@ def label_void_locked(*, label: Label, reason: str) -> None:
 
 def _ack(label: Label, *, worker_labels: int | None = None, duplicate: bool) -> LabelAck:
     if worker_labels is None:
-        worker_labels = (
-            Participation.objects.filter(campaign_id=label.campaign_id, worker_id=label.worker_id)
-            .values_list("n_labels", flat=True)
-            .first()
-        ) or 0
+        worker_labels = worker_label_count(campaign_id=label.campaign_id, worker_id=label.worker_id)
     return LabelAck(
         label_id=label.pk,
         lease_id=label.lease_id,

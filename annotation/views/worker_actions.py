@@ -254,7 +254,7 @@ def worker_act(request, slug):
             "worker": worker,
             "reason": data["reason"],
             "back": data["back"],
-            "labels": selectors.worker_label_count(campaign=campaign, worker=worker),
+            "labels": selectors.worker_label_count(campaign_id=campaign.pk, worker_id=worker.pk),
         }
         return render(request, "annotation/worker_recollect_confirm.html", context)
     try:

@@ -261,7 +261,7 @@ def test_controls_count_toward_the_cap_and_the_worker_s_progress_but_not_the_cam
     campaign = serve(campaign, control_first=2, max_labels_per_worker=3)
     worker = make_worker()
     label_all(campaign, worker)
-    assert selectors.worker_label_count(campaign=campaign, worker=worker) == 3
+    assert selectors.worker_label_count(campaign_id=campaign.pk, worker_id=worker.pk) == 3
     assert Label.objects.filter(worker=worker, is_control=True).count() == 2
     refusal = services.lease_acquire(campaign=campaign, worker=worker)
     assert refusal.code == "cap_reached"

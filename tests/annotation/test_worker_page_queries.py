@@ -2,12 +2,10 @@
 tests/api/test_worker_loop.py's count (``worker_loop_campaign``): a change that adds a query fails here."""
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation import services
-from tests.helpers import WORKER_LOOP_KINDS, signed_in, worker_loop_campaign
+from tests.helpers import WORKER_LOOP_KINDS, CountedRequests, signed_in, worker_loop_campaign
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -39,15 +37,7 @@ def test_the_worker_pages_cost_a_fixed_number_of_queries(kind, make_campaign, ma
     user = make_user()
     campaign = worker_loop_campaign(make_campaign, kind, services.worker_for_user(user=user))
     client = signed_in(user)
-    counts = []  # compared whole at the end, so that a failure shows every request that changed
-
-    def counted(method, path, body=None, status=200):
-        with CaptureQueriesContext(connection) as queries:
-            response = getattr(client, method)(path, body)
-        counts.append(len(queries))
-        assert response.status_code == status, response.content[:300]
-        return response
-
+    counted = CountedRequests(client)
     next_url = reverse("worker_next", args=[campaign.slug])
     task = counted("get", next_url, status=302).url
     assert counted("get", next_url, status=302).url == task
@@ -58,4 +48,4 @@ def test_the_worker_pages_cost_a_fixed_number_of_queries(kind, make_campaign, ma
         task = counted("get", next_url, status=302).url
         token = counted("get", task).context["client_token"]
         counted("post", task, {"value": "1", "client_token": token}, status=302)
-    assert counts == WORKER_PAGE_QUERIES[kind], f"queries per request: {counts}"
+    assert counted.counts == WORKER_PAGE_QUERIES[kind], f"queries per request: {counted.counts}"

@@ -4,8 +4,6 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework.test import APIClient
@@ -14,7 +12,7 @@ from annotation import services
 from annotation.models import Label, Lease
 from annotation.models.prompts import MAX_OPTIONS
 from annotation.selectors import invariant_violations
-from tests.helpers import WORKER_LOOP_KINDS, assert_error, jsonl, worker_loop_campaign
+from tests.helpers import WORKER_LOOP_KINDS, CountedRequests, assert_error, jsonl, worker_loop_campaign
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -176,13 +174,10 @@ def test_the_worker_loop_costs_a_fixed_number_of_queries(kind, make_campaign, ma
     campaign = worker_loop_campaign(make_campaign, kind, services.worker_for_user(user=user))
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {services.api_token_get_or_create(user=user).key}")
-    counts = []  # compared whole at the end, so that a failure shows every request that changed
+    request = CountedRequests(client, format="json")
 
     def counted(path, body=None, status=200):
-        with CaptureQueriesContext(connection) as queries:
-            response = client.post(path, body, format="json")
-        counts.append(len(queries))
-        assert response.status_code == status, response.content
+        response = request("post", path, body, status)
         return response.json() if response.content else None
 
     first = counted(f"/api/v1/campaigns/{campaign.slug}/next-task/")["lease"]
@@ -192,7 +187,7 @@ def test_the_worker_loop_costs_a_fixed_number_of_queries(kind, make_campaign, ma
     for n in range(2):
         lease = counted(f"/api/v1/campaigns/{campaign.slug}/next-task/")["lease"]
         counted(f"/api/v1/leases/{lease['id']}/submit/", {"value": 1, "client_token": f"t{n}"}, status=201)
-    assert counts == WORKER_LOOP_QUERIES[kind], f"queries per request: {counts}"
+    assert request.counts == WORKER_LOOP_QUERIES[kind], f"queries per request: {request.counts}"
 
 
 def test_errors_have_one_shape(make_campaign, make_user, api):

@@ -3,13 +3,11 @@ POST), on the campaigns of tests/api/test_worker_loop.py's count (``worker_loop_
 that adds a query fails here. MTurk takes no new requesters, but old accounts still run HITs."""
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from annotation import services
 from annotation.channels import services as channels
 from tests.channels.workers import OPTIONS, fresh_client, label_form_action
-from tests.helpers import WORKER_LOOP_KINDS, worker_loop_campaign
+from tests.helpers import WORKER_LOOP_KINDS, CountedRequests, worker_loop_campaign
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -43,14 +41,7 @@ def test_the_mturk_pages_cost_a_fixed_number_of_queries(kind, make_campaign, res
     channels.publication_publish(publication_id=publication.pk)
     publication.refresh_from_db()
     assert publication.worker_channel == worker.channel  # the worker above is the one MTurk sends
-    counts = []  # compared whole at the end, so that a failure shows every request
-
-    def counted(method, path, body=None):
-        with CaptureQueriesContext(connection) as queries:
-            response = getattr(fresh_client(), method)(path, body)  # no cookie in MTurk's frame
-        counts.append(len(queries))
-        assert response.status_code == 200, response.content[:300]
-        return response
+    counted = CountedRequests(new_client=fresh_client)  # no cookie in MTurk's frame
 
     for n in range(2):
         assignment = mturk.accept(mturk.visible_hits("AWQUERIES")[0], "AWQUERIES")
@@ -59,4 +50,4 @@ def test_the_mturk_pages_cost_a_fixed_number_of_queries(kind, make_campaign, res
             page = counted("get", mturk.task_path(assignment))
         done = counted("post", label_form_action(page), {"value": "1", "client_token": "ignored"})
         assert b"mturk-submit-form" in done.content
-    assert counts == MTURK_PAGE_QUERIES[kind], f"queries per request: {counts}"
+    assert counted.counts == MTURK_PAGE_QUERIES[kind], f"queries per request: {counted.counts}"

@@ -3,14 +3,12 @@ study URL opens), on the campaigns of tests/api/test_worker_loop.py's count (``w
 a change that adds a query fails here."""
 
 import pytest
-from django.db import connection
 from django.test import Client
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation import services
 from annotation.channels import services as channels
-from tests.helpers import WORKER_LOOP_KINDS, worker_loop_campaign
+from tests.helpers import WORKER_LOOP_KINDS, CountedRequests, worker_loop_campaign
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -44,15 +42,7 @@ def test_the_panel_pages_cost_a_fixed_number_of_queries(kind, make_campaign, res
     campaign = worker_loop_campaign(make_campaign, kind, worker)
     panel = channels.publication_create_panel(campaign=campaign, user=researcher, completion_code="C0DE").panel
     assert panel.publication.worker_channel == "prolific"  # the worker above is the participant's
-    client, counts = Client(), []  # compared whole at the end, so that a failure shows every request
-
-    def counted(method, path, body=None, status=200):
-        with CaptureQueriesContext(connection) as queries:
-            response = getattr(client, method)(path, body)
-        counts.append(len(queries))
-        assert response.status_code == status, response.content[:300]
-        return response
-
+    counted = CountedRequests(Client())
     link = f"/channels/panel/{panel.slug}/"
     counted("get", link, {"PROLIFIC_PID": "PARTICIPANT", "STUDY_ID": "S1", "SESSION_ID": "X1"}, status=302)
     next_url = reverse("channels:panel_next", args=[panel.slug])
@@ -66,4 +56,4 @@ def test_the_panel_pages_cost_a_fixed_number_of_queries(kind, make_campaign, res
         task = counted("get", next_url, status=302).url
         token = counted("get", task).context["client_token"]
         counted("post", task, {"value": "1", "client_token": token}, status=302)
-    assert counts == PANEL_PAGE_QUERIES[kind], f"queries per request: {counts}"
+    assert counted.counts == PANEL_PAGE_QUERIES[kind], f"queries per request: {counted.counts}"
