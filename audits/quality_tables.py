@@ -39,7 +39,8 @@ def campaign_median_seconds(*, campaign_id: int, n: int) -> float | None:
     """
     table = quote(LabelSeconds._meta.db_table)
     new = sql(
-        f"UPDATE {table} SET ranked = TRUE WHERE campaign_id = %s AND ranked = FALSE RETURNING seconds, label_id",
+        # "NOT ranked", the partial index's own predicate: SQLite uses the index only for that spelling.
+        f"UPDATE {table} SET ranked = TRUE WHERE campaign_id = %s AND NOT ranked RETURNING seconds, label_id",
         [campaign_id],
     )
     anchor = (
@@ -83,7 +84,7 @@ def _walk(table: str, campaign_id: int, at: tuple | None, *, forward: bool, offs
         f"SELECT seconds, label_id FROM {table} WHERE {where} ORDER BY {order} LIMIT %s OFFSET %s",
         [*params, count, offset],
     )
-    if len(rows) != count:  # the anchor's rank is off: the rebuild this leads to clears it
+    if len(rows) != count:  # the anchor's rank is off: the quick run marks a rebuild, which clears it
         raise ValueError("label seconds do not match their anchor")
     return rows
 

@@ -109,16 +109,18 @@ def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapsho
     if campaign is None:
         return None
     read_at = timezone.now()
+    # A ValueError: the statistics are inconsistent (SufficientStats' checks, or label seconds that
+    # disagree with the worker counts). They never should be; the next run rebuilds them.
     try:
         read = selectors.quick_audit_read(campaign=campaign)
-    except ValueError:  # SufficientStats found the statistics inconsistent (they never should be)
+        if read is None:
+            return None  # the map changed again since the rebuild: the next run rebuilds
+        workers = selectors.worker_quality(campaign=campaign)  # after the read: a few rows per worker
+    except ValueError:
         logger.error("audit: inconsistent statistics for campaign %s; they will be rebuilt", campaign_id)
         AuditStats.objects.filter(campaign_id=campaign_id).update(needs_rebuild=True)
         return None
-    if read is None:
-        return None  # the map changed again since the rebuild: the next run rebuilds
     totals, shards, data = read
-    workers = selectors.worker_quality(campaign=campaign)  # outside the read: it reads the labels, at length
     data["worker_quality"] = workers.to_dict()
     with transaction.atomic(durable=True):
         snapshot = _snapshot_save(

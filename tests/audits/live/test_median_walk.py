@@ -8,17 +8,22 @@ import statistics
 
 import pytest
 from django.db import transaction
+from django.db.models import F
 
+from audits import services as audit_services
 from audits.models import AuditStats, LabelSeconds
 from audits.quality_tables import campaign_median_seconds
+from tests.helpers import label_all, sim_worker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
 
 def _add(campaign, rng, n, label_ids, spread):
+    """n rows more, with label ids not in arrival order (labels commit out of id order), so that a new
+    row tied with the anchor on seconds orders before it as often as after."""
     rows = []
     for _ in range(n):
-        label_ids.append(len(label_ids) + 1)
+        label_ids.append(rng.choice([i for i in range(1, 10 * len(label_ids) + 20) if i not in label_ids]))
         # a coarse grid of seconds makes ties common, as labels timed to the millisecond are
         rows.append(LabelSeconds(campaign=campaign, worker_id=1, label_id=label_ids[-1], seconds=spread(rng)))
     LabelSeconds.objects.bulk_create(rows)
@@ -54,14 +59,14 @@ def test_the_walked_median_is_the_median_of_every_row(make_campaign, seed):
 
 
 def test_counts_that_disagree_with_the_rows_are_refused(make_campaign):
-    campaign = make_campaign(1)
+    campaign, label_ids = make_campaign(1), []
     AuditStats.objects.create(campaign=campaign)
-    _add(campaign, random.Random(4), 5, [], lambda r: r.random())
+    _add(campaign, random.Random(4), 5, label_ids, lambda r: r.random())
     assert _read(campaign, 5) is not None
     for n in (4, 6):  # a label the statistics missed, or one too many
         with pytest.raises(ValueError, match="do not match"):
             _read(campaign, n)
-    _add(campaign, random.Random(4), 2, [10, 11], lambda r: r.random())
+    _add(campaign, random.Random(4), 2, label_ids, lambda r: r.random())
     with pytest.raises(ValueError, match="do not match"):
         _read(campaign, 5)
 
@@ -77,3 +82,18 @@ def test_without_an_anchor_the_walk_starts_at_the_fastest_label(make_campaign):
     assert _read(campaign, 11) == first
     _add(campaign, random.Random(6), 4, label_ids, lambda r: r.randint(0, 5))
     assert _read(campaign, 15) == statistics.median(LabelSeconds.objects.values_list("seconds", flat=True))
+
+
+def test_a_quick_run_that_finds_them_inconsistent_has_them_rebuilt(make_campaign):
+    """An anchor that disagrees with the rows (it never should) fails no run for good: the quick run
+    marks the statistics for a rebuild, which clears the anchor, and the next run audits."""
+    campaign = make_campaign(4, k=2)
+    for worker in (sim_worker(), sim_worker()):
+        label_all(campaign, worker)
+    assert audit_services.audit_refresh(campaign_id=campaign.pk) is not None
+    AuditStats.objects.filter(campaign=campaign).update(median_of=F("median_of") + 3)
+    assert audit_services.audit_refresh(campaign_id=campaign.pk) is None
+    assert AuditStats.objects.get(campaign=campaign).needs_rebuild
+    snapshot = audit_services.audit_refresh(campaign_id=campaign.pk)
+    assert snapshot is not None and snapshot.data["worker_quality"]["campaign_median_seconds"] is not None
+    assert AuditStats.objects.values_list("needs_rebuild", "median_of").get(campaign=campaign) == (False, 8)
