@@ -1,7 +1,8 @@
 """The worker-quality statistics' tables as SQL (``audits.services.quality_stats`` keeps them): the
-reads that the quick run's selector shares with the service that writes them, and the fold of the
-pending bias deltas, which that read performs in its own transaction (``worker_numbers``). Outside
-``audits.services`` so that the selectors reach it without importing the services package."""
+two writes the quick run's read performs in its own transaction (``worker_numbers``), the fold of the
+pending bias deltas and the campaign median's walk (which ranks the label seconds that came since and
+moves its anchor). Outside ``audits.services`` so that the selectors reach it without importing the
+services package."""
 
 from django.db import connection
 

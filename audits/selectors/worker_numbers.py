@@ -296,8 +296,9 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
 
 
 def _stats_read(campaign: Campaign) -> tuple:
-    """The statistics :func:`worker_quality` reads, with the bias deltas folded first, in one
-    transaction (REPEATABLE READ on PostgreSQL: one instant for every table)."""
+    """The statistics :func:`worker_quality` reads, with the bias deltas folded first and the campaign's
+    median walked over the same snapshot's label seconds, in one transaction (REPEATABLE READ on
+    PostgreSQL: one instant for every table)."""
     isolate = connection.vendor == "postgresql" and not connection.in_atomic_block
     with transaction.atomic():
         if isolate:
