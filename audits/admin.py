@@ -11,11 +11,11 @@ from audits.models import (
     BootstrapRun,
     GroundTruthRun,
     LabelSeconds,
+    PendingLabel,
     System,
     UnitAuditStats,
     UnitStateCount,
     WorkerAuditStats,
-    WorkerBiasDelta,
     WorkerBiasStats,
     WorkerQualityStats,
     WorkerValueCount,
@@ -116,9 +116,9 @@ class WorkerBiasStatsAdmin(ReadOnlyAdmin):
     list_select_related = ["campaign", "worker"]
 
 
-@admin.register(WorkerBiasDelta)
-class WorkerBiasDeltaAdmin(ReadOnlyAdmin):
-    list_display = ["campaign", "worker_id", "k", "n", "sx", "so"]
+@admin.register(PendingLabel)
+class PendingLabelAdmin(ReadOnlyAdmin):
+    list_display = ["campaign", "label_id"]
     list_filter = ["campaign"]
 
 

@@ -32,8 +32,6 @@ DEFAULTS = {
     "HISTORY_RESOLUTION": 10,
     # the dashboard calls an audit stale when its oldest unaudited label is older than this
     "STALE_AFTER": 10,
-    # counter shards per campaign: labels of one campaign queue on a shared row only within a shard
-    "SHARDS": 8,
     # the SD convention of every number: 1 = sample SD (the study's), 0 = population SD
     "DDOF": 1,
 }

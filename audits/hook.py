@@ -5,8 +5,8 @@ it is a library with no Django); ``tests/annotation/test_audit_boundary.py`` fai
 anything else. Through it the labeling platform tells the audit what changed, and the audit has its
 decisions acted on by the labeling platform:
 
-* ``label_stats_add``: fold one new label into its campaign's statistics (``label_submit``, inside its
-  transaction), and schedule a recomputation of the audit after the commit.
+* ``label_stats_add``: mark one new label for its campaign's statistics (``label_submit``, inside its
+  transaction: the quick run folds it in), and schedule a recomputation of the audit after the commit.
 * ``audit_stats_invalidate``: the statistics no longer match the labels (a void label, a changed
   binarization map, a worker excluded or included); they are rebuilt by the next run, which it
   schedules after the commit.
@@ -29,7 +29,7 @@ And four reads of the audit's latest state, for the apps that act on it (``audit
   pages, to act on a worker beside the numbers that call for it).
 * ``latest_numbers``: the six noise numbers and alpha, newest (webhooks' thresholds).
 
-Scheduling has no entry point of its own here: the fold and the invalidation schedule the audit's run
+Scheduling has no entry point of its own here: the mark and the invalidation schedule the audit's run
 themselves, on commit, which is the only moment annotation has anything for it.
 """
 

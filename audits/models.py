@@ -1,9 +1,10 @@
 """What the live audit keeps in the database.
 
 Sufficient statistics (``AuditStatsShard``, ``WorkerAuditStats``, ``UnitAuditStats``, ``UnitStateCount``)
-are updated in the same transaction as each label (``audits.services.label_stats_add``), so the
-quick audit never re-reads the labels. ``AuditSnapshot`` rows are the audits themselves: the latest
-is what the dashboard shows, their history is the time series of noise during collection.
+are updated by the quick run, which folds in the labels that came since the last one
+(``PendingLabel``, ``audits.services.stats_fold``), so the quick audit never re-reads the labels.
+``AuditSnapshot`` rows are the audits themselves: the latest is what the dashboard shows, their
+history is the time series of noise during collection.
 
 A *unit* (audit unit) is one row of the label matrix: the prompt itself for binary and rating
 schemas, each (prompt, answer option) for per-option schemas (exported as ``<external id>#<n>``).
@@ -18,8 +19,8 @@ from django.db.models import Q
 class AuditStats(models.Model):
     """A campaign's audit state: the map its statistics use and how far its audit has got.
 
-    The label counters themselves live in ``AuditStatsShard`` rows: a label updates the shard of the
-    process and thread that submits it, so concurrent labels of one campaign do not queue on one row.
+    The label counters themselves live in ``AuditStatsShard`` rows. Its row is also the fold's lock:
+    ``stats_fold`` holds it, so one campaign's folds run one at a time.
     """
 
     campaign = models.OneToOneField("annotation.Campaign", on_delete=models.CASCADE, related_name="audit_stats")
@@ -52,6 +53,8 @@ class AuditStats(models.Model):
 
 class AuditStatsShard(models.Model):
     """One shard of a campaign's label counters; the campaign's totals are the sums over its shards.
+    Since the quick run folds the labels (one writer per campaign), every count goes to shard 0; the
+    rows of other shards are those labels wrote themselves before (summed all the same).
 
     ``n_labels`` counts label rows: summed in one consistent read it is a snapshot's *watermark*,
     the number of labels the snapshot includes.
@@ -97,7 +100,7 @@ class WorkerAuditStats(models.Model):
 
 
 class WorkerQualityStats(models.Model):
-    """One worker's worker-quality counts in one campaign, kept with each label (``label_stats_add``):
+    """One worker's worker-quality counts in one campaign, kept by the fold (``stats_fold``):
     counted labels of prompts that are not controls (excluded workers' included), controls answered
     and answered correctly, and the median of their seconds per label (``LabelSeconds``)."""
 
@@ -166,40 +169,40 @@ class WorkerBiasStats(BiasSums):
         return f"{self.worker} in {self.campaign}: {self.n} cells with {self.k} others"
 
 
-class WorkerBiasDelta(BiasSums):
-    """A change to ``WorkerBiasStats`` written with a label (append-only, so a label never waits on
-    another worker's row) and folded in by the next quick run, which deletes it in the same
-    transaction: each delta is counted exactly once, whichever process dies when."""
+class PendingLabel(models.Model):
+    """A counted label that the quick run has not folded into its campaign's statistics yet.
 
+    Inserted in the label's own transaction (``audits.services.label_stats_add``: the one statement the
+    audit adds to a submit), deleted in the transaction that folds the label (``stats_fold``) or by a
+    rebuild, which takes every label from the table: each label is folded exactly once, whichever
+    process dies when."""
+
+    label = models.OneToOneField("annotation.Label", primary_key=True, on_delete=models.CASCADE, related_name="+")
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
-    worker_id = models.BigIntegerField()
-    k = models.PositiveIntegerField()
 
     class Meta:
-        verbose_name = verbose_name_plural = "worker bias deltas"
+        verbose_name = verbose_name_plural = "pending labels"
 
     def __str__(self) -> str:
-        return f"worker {self.worker_id} in {self.campaign}: {self.n:+d} cells with {self.k} others"
+        return f"label {self.label_id}, not folded yet"
 
 
 class LabelSeconds(models.Model):
-    """Seconds from lease to label of each counted label (controls included; negative read as 0), for
-    the campaign's and each worker's median by index rather than by reading every label."""
+    """Seconds from lease to label of each folded label (controls included; negative read as 0), for
+    the campaign's and each worker's median by index rather than by reading every label. Inserted by
+    the fold (``stats_fold``) or a rebuild, never before: the rows are exactly the labels the
+    worker-quality counts include."""
 
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")
     worker_id = models.BigIntegerField()
     label_id = models.BigIntegerField()
     seconds = models.FloatField()
-    # False from the label's transaction until a worker-quality read counts the row into the campaign
-    # median's rank (quality_tables.campaign_median_seconds): the rows it has not seen yet, by index.
-    ranked = models.BooleanField(db_default=False)
 
     class Meta:
         verbose_name = verbose_name_plural = "label seconds"
         indexes = [
             models.Index(fields=["campaign", "seconds", "label_id"], name="labelseconds_campaign_order"),
             models.Index(fields=["campaign", "worker_id", "seconds"], name="labelseconds_worker"),
-            models.Index(fields=["campaign"], condition=models.Q(ranked=False), name="labelseconds_unranked"),
         ]
 
     def __str__(self) -> str:
@@ -243,8 +246,8 @@ class UnitStateCount(models.Model):
 
     With k labels per prompt there are few states (k + 1 choose 2 for binary units), so the
     prompt side of the six numbers is computed from a handful of rows whatever the campaign's size.
-    A label moves its unit from the old state to the new one in its own shard, so one shard's count
-    may be negative; the sum over shards is the number of units in the state.
+    A fold moves each unit from its old state to its new one in shard 0 (``AuditStatsShard``), so a
+    shard's count may be negative; the sum over shards is the number of units in the state.
     """
 
     campaign = models.ForeignKey("annotation.Campaign", on_delete=models.CASCADE, related_name="+")

@@ -1,12 +1,12 @@
 """The worker-quality statistics' tables as SQL (``audits.services.quality_stats`` keeps them): the
-two writes the quick run's read performs in its own transaction (``worker_numbers``), the fold of the
-pending bias deltas and the campaign median's walk (which ranks the label seconds that came since and
-moves its anchor). Outside ``audits.services`` so that the selectors reach it without importing the
-services package."""
+upsert the folds write with, and the campaign median's anchor, which each fold shifts and the quick
+run's read walks from and moves (``worker_numbers``). Outside ``audits.services`` so that the
+selectors reach it without importing the services package."""
 
 from django.db import connection
+from django.db.models import F
 
-from audits.models import AuditStats, LabelSeconds, WorkerBiasDelta, WorkerBiasStats
+from audits.models import AuditStats, LabelSeconds
 
 BIAS_FIELDS = ("n", "sx", "sxx", "so", "soo", "sxo")
 
@@ -21,29 +21,62 @@ def sql(statement: str, params: list) -> list:
         return cursor.fetchall() if cursor.description else []
 
 
+def upsert(model, keys: tuple, fields: tuple, rows: list, *, add: bool) -> None:
+    """Insert ``rows`` (keys then fields, one list each) into ``model``'s table, or on a conflict on
+    ``keys`` (a unique constraint's columns) add the fields to the row's (``add``) or replace them; in
+    key order, so two writers cannot deadlock, 500 rows a statement."""
+    table = quote(model._meta.db_table)
+    columns = [*keys, *fields]
+    sets = ", ".join(
+        f"{quote(f)} = {table}.{quote(f)} + excluded.{quote(f)}" if add else f"{quote(f)} = excluded.{quote(f)}"
+        for f in fields
+    )
+    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    rows = sorted(rows)
+    for start in range(0, len(rows), 500):
+        batch = rows[start : start + 500]
+        sql(
+            f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) VALUES {', '.join([one] * len(batch))} "
+            f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {sets}",
+            [x for row in batch for x in row],
+        )
+
+
+def median_anchor_shift(*, campaign_id: int, rows: list) -> None:
+    """Count the fold's new ``LabelSeconds`` rows ``(seconds, label id)`` into the campaign median's
+    anchor (in the fold's transaction): those that order before the anchor raise its rank, all of
+    them the number of rows. The row is written even without an anchor (which a read then counts
+    for itself): a read that overlapped the fold must meet the write and be retried, or it would
+    place an anchor that misses the fold's rows."""
+    if not rows:
+        return
+    at = (
+        AuditStats.objects.filter(campaign_id=campaign_id, median_seconds_at__isnull=False)
+        .values_list("median_seconds_at", "median_label_at")
+        .first()
+    )
+    before = 0 if at is None else sum(1 for row in rows if tuple(row) < at)
+    AuditStats.objects.filter(campaign_id=campaign_id).update(
+        median_rank_at=F("median_rank_at") + before, median_of=F("median_of") + len(rows)
+    )
+
+
 def campaign_median_seconds(*, campaign_id: int, n: int) -> float | None:
     """The median seconds per label over the campaign's ``n`` timed labels (None without any): the
     mean of the rows of rank ⌊(n − 1)/2⌋ and ⌊n/2⌋ (from 0) in the order (seconds, label).
 
     An offset from the fastest label walks half the campaign's rows, which at a million labels was
     half of a quick run's time. So each read leaves an anchor on ``AuditStats``: the row of the lower
-    middle rank, that rank and the number of rows. The next read marks the rows that came since as
-    ranked (``UPDATE … RETURNING`` of the unranked ones, by a partial index), adds those that order
-    before the anchor to its rank, and walks from the anchor to the new middle: its cost follows the
-    labels since the last read, not the campaign. The rows ranked must then number ``n`` (else
+    middle rank, that rank and the number of rows. Each fold counts its new rows into it
+    (:func:`median_anchor_shift`), and the next read walks from the anchor to the new middle: its cost
+    follows the labels since the last read, not the campaign. The rows must number ``n`` (else
     ``ValueError``: the statistics disagree with their rows).
 
     Call it inside the statistics read's transaction (REPEATABLE READ on PostgreSQL): the rows it
-    ranks and walks are those the read's counts include, and two reads that rank the same rows at
-    once conflict and one is retried (``worker_numbers.worker_quality``). A rebuild inserts its rows
-    ranked and clears the anchor; without one, the read counts the rows and walks from the fastest.
+    walks are those the read's counts include (the fold inserts both together). A rebuild clears the
+    anchor; without one, the read counts the rows and walks from the fastest.
     """
     table = quote(LabelSeconds._meta.db_table)
-    new = sql(
-        # "NOT ranked", the partial index's own predicate: SQLite uses the index only for that spelling.
-        f"UPDATE {table} SET ranked = TRUE WHERE campaign_id = %s AND NOT ranked RETURNING seconds, label_id",
-        [campaign_id],
-    )
     anchor = (
         AuditStats.objects.filter(campaign_id=campaign_id)
         .values_list("median_seconds_at", "median_label_at", "median_rank_at", "median_of")
@@ -51,8 +84,7 @@ def campaign_median_seconds(*, campaign_id: int, n: int) -> float | None:
     )
     at, rank_at = None, 0
     if anchor is not None and anchor[0] is not None:
-        at, total = (anchor[0], anchor[1]), anchor[3] + len(new)
-        rank_at = anchor[2] + sum(1 for row in new if tuple(row) < at)
+        at, rank_at, total = (anchor[0], anchor[1]), anchor[2], anchor[3]
     else:
         total = sql(f"SELECT COUNT(*) FROM {table} WHERE campaign_id = %s", [campaign_id])[0][0]
     if total != n:
@@ -88,29 +120,3 @@ def _walk(table: str, campaign_id: int, at: tuple | None, *, forward: bool, offs
     if len(rows) != count:  # the anchor's rank is off: the quick run marks a rebuild, which clears it
         raise ValueError("label seconds do not match their anchor")
     return rows
-
-
-def bias_deltas_fold(*, campaign_id: int) -> None:
-    """Fold the campaign's pending ``WorkerBiasDelta`` rows into ``WorkerBiasStats`` and delete them,
-    in the caller's transaction (the quick run's read)."""
-    deltas = sql(
-        f"DELETE FROM {quote(WorkerBiasDelta._meta.db_table)} WHERE campaign_id = %s "
-        f"RETURNING worker_id, k, {', '.join(BIAS_FIELDS)}",
-        [campaign_id],
-    )
-    acc: dict[tuple[int, int], list] = {}
-    for worker_id, k, *row in deltas:
-        total = acc.setdefault((worker_id, k), [0] * 6)
-        for i, v in enumerate(row):
-            total[i] += v
-    table = quote(WorkerBiasStats._meta.db_table)
-    sets = ", ".join(f"{f} = {table}.{f} + excluded.{f}" for f in BIAS_FIELDS)
-    rows = [[campaign_id, w, k, *row] for (w, k), row in sorted(acc.items()) if any(row)]
-    for start in range(0, len(rows), 500):  # in key order: two folds cannot deadlock
-        batch = rows[start : start + 500]
-        sql(
-            f"INSERT INTO {table} (campaign_id, worker_id, k, {', '.join(BIAS_FIELDS)}) VALUES "
-            + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(batch))
-            + f" ON CONFLICT (campaign_id, worker_id, k) DO UPDATE SET {sets}",
-            [x for row in batch for x in row],
-        )

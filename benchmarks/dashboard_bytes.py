@@ -137,8 +137,8 @@ def seed(args, clock):
 class Stream:
     """Labels as ``label_submit`` leaves them, written a poll's worth at a time: a lease per slot made
     beforehand (k different workers per prompt, in turn), then, in one transaction per batch, the labels,
-    their leases submitted, slots filled, counts moved and each label folded into the audit statistics
-    by the real ``label_stats_add`` (as benchmarks/live_audit.py streams). A value agrees with the
+    their leases submitted, slots filled, counts moved and each label marked for the audit's fold by
+    the real ``label_stats_add`` (as benchmarks/live_audit.py streams). A value agrees with the
     prompt's gold four times in five. Through ``lease_acquire`` / ``label_submit`` themselves a label
     costs tens of milliseconds here: 12,000 of them would make the run last many minutes."""
 
@@ -202,7 +202,7 @@ class Stream:
                 Participation.objects.filter(campaign=self.campaign, worker_id=label.worker_id).update(
                     n_labels=F("n_labels") + 1
                 )
-                label_stats_add(label=label, campaign=self.campaign, worker_excluded=False)
+                label_stats_add(label=label)
 
 
 def run(args) -> None:

@@ -16,8 +16,8 @@ production command ``celery -A config worker -B --concurrency 2 -O fair``. For e
   reached that size);
 * starts the Celery worker and streams --rate labels/s for --seconds from --processes processes
   (one database connection each, like web processes): --batches-per-second transactions a second
-  in all, each inserting the next labels on open prompts and folding each into the statistics with
-  the real ``label_stats_add`` (whose on-commit hook schedules the real debounced recomputation);
+  in all, each inserting the next labels on open prompts and marking each for the quick run's fold
+  with the real ``label_stats_add`` (whose on-commit hook schedules the real debounced recomputation);
 * measures, for every label, the *freshness*: from its commit to the ``computed_at`` of the first
   quick snapshot whose watermark includes it; and the Celery CPU per refresh (the task's own
   process CPU, stored on each snapshot, and the worker processes' CPU from /proc over the stream).
@@ -25,8 +25,8 @@ production command ``celery -A config worker -B --concurrency 2 -O fair``. For e
 The stream skips lease_acquire/label_submit's validation and assignment bookkeeping and commits a
 few labels per transaction: on this 2-core machine their ORM work alone (~10 ms of CPU per label,
 shared with PostgreSQL, the worker and whatever else runs) cannot sustain 200 labels/s. What the live
-audit sees is the same: committed labels, statistics kept in their transaction, a scheduling trigger
-per commit. ``--submit-path`` instead drives the real lease_acquire + label_submit from --processes
+audit sees is the same: committed labels, each marked for the fold in its transaction, a scheduling
+trigger per commit. ``--submit-path`` instead drives the real lease_acquire + label_submit from --processes
 processes as fast as they go (the rate is reported). The machine's busy cores during the stream are
 reported too: a run on a loaded machine shows it.
 """
@@ -381,7 +381,7 @@ def _stream_thread(campaign, leases, rate, seconds, batches_per_second, out, sta
             Slot.objects.filter(pk__in=[x[3] for x in chunk if x[3] is not None]).update(filled=True)
             for label in sorted(labels, key=lambda x: x.worker_id):  # row locks in one order (no deadlock)
                 Prompt.objects.filter(pk=label.prompt_id).update(n_labels=F("n_labels") + 1)
-                label_stats_add(label=label, campaign=campaign, worker_excluded=False)
+                label_stats_add(label=label)
         out += [committed[-1]] * len(labels)
         BATCH_SECONDS.append(time.perf_counter() - began)
     connection.close()
@@ -488,15 +488,18 @@ def run_size(args, size: int, services: Services, owner) -> dict:
             processes=args.processes,
         )
     wall1 = time.time()
-    from audits.selectors import campaign_totals
+    from audits.selectors import campaign_totals, labels_waiting
 
-    final = campaign_totals(campaign_id=campaign.pk).n_labels
+    def caught_up() -> bool:  # every label folded, and a snapshot of them all
+        if labels_waiting(campaign_id=campaign.pk)[0]:
+            return False
+        final = campaign_totals(campaign_id=campaign.pk).n_labels
+        return AuditSnapshot.objects.filter(campaign=campaign, kind="quick", watermark__gte=final).exists()
+
     deadline = time.monotonic() + 60
-    while (
-        time.monotonic() < deadline
-        and not AuditSnapshot.objects.filter(campaign=campaign, kind="quick", watermark__gte=final).exists()
-    ):
+    while time.monotonic() < deadline and not caught_up():
         time.sleep(0.05)
+    final = campaign_totals(campaign_id=campaign.pk).n_labels
     cpu1, busy1, wall2 = process_tree_cpu(worker.pid), machine_busy(), time.time()
     services.stop("celery")
 

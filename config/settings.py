@@ -172,7 +172,6 @@ CHORUS_AUDIT = {
         "FULL_DUTY",
         "HISTORY_RESOLUTION",
         "STALE_AFTER",
-        "SHARDS",
     )
     if os.environ.get(f"CHORUS_AUDIT_{name}")
 }

@@ -330,7 +330,7 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
         # on PostgreSQL. Both counters are rolled back with everything else on a refusal.
         # The worker's label count goes up here, and the UPDATE takes the row lock: it is rolled back with
         # the rest if anything below refuses.
-        worker_labels, blocked, excluded = _participation_count_label(campaign_id=campaign.pk, worker_id=worker.pk)
+        worker_labels, blocked = _participation_count_label(campaign_id=campaign.pk, worker_id=worker.pk)
         if blocked:  # blocked while the prompt was on their screen (services.quality)
             raise LabelRefused(BLOCKED_REASON, code=BLOCKED)
         # Conditional on the prompt not being retired (prompts_retired_set), under the prompt's lock: a
@@ -353,8 +353,8 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
         execute(f"UPDATE {table(Lease)} SET status = %s WHERE id = %s", [lease.status, lease.pk])
         if campaign.k_max is not None and open_slots == 0:  # adaptive k: stop or extend
             prompt_stop_decide(campaign=campaign, prompt_id=prompt.pk, now=now)
-        # Last lock taken (the campaign's audit statistics); schedules the audit on commit.
-        label_stats_add(label=label, campaign=campaign, worker_excluded=excluded)
+        # Marks the label for the live audit's next fold; schedules it on commit.
+        label_stats_add(label=label)
         return _ack(label, worker_labels=worker_labels, duplicate=False)
 
 
@@ -408,21 +408,21 @@ def _slot_fill(*, lease: Lease) -> tuple[bool, int]:
     return any(states), states.count(False)
 
 
-def _participation_count_label(*, campaign_id: int, worker_id: int) -> tuple[int, bool, bool]:
+def _participation_count_label(*, campaign_id: int, worker_id: int) -> tuple[int, bool]:
     """Count one label more on the worker's Participation row (locking it) and read it back: the new
-    label count, blocked, excluded. One ``UPDATE ... RETURNING`` (PostgreSQL, SQLite >= 3.35) where a
-    locked read and a write were two; the ORM's update() returns no columns."""
+    label count and whether the worker is blocked. One ``UPDATE ... RETURNING`` (PostgreSQL, SQLite
+    >= 3.35) where a locked read and a write were two; the ORM's update() returns no columns."""
     table = connection.ops.quote_name(Participation._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET n_labels = n_labels + 1 WHERE campaign_id = %s AND worker_id = %s "
-            "RETURNING n_labels, blocked_at, excluded_at",  # not "IS NOT NULL": SQLite 3.40 answers 1 to it here
+            "RETURNING n_labels, blocked_at",  # not "IS NOT NULL": SQLite 3.40 answers 1 to it here
             [campaign_id, worker_id],
         )
         row = cursor.fetchone()
     if row is None:  # a lease is only ever made under the worker's Participation row
         raise Participation.DoesNotExist(f"No participation of worker {worker_id} in campaign {campaign_id}.")
-    return row[0], row[1] is not None, row[2] is not None
+    return row[0], row[1] is not None
 
 
 def label_void(*, label_id: int, reason: str) -> Label:

@@ -78,8 +78,8 @@ def protoqa_import(*, questions: list[ProtoQAQuestion], owner, slug: str, filena
         workers = _workers_create(campaign, questions)
         slots = _slots_create(campaign, prompts, questions)
         n_labels = _answers_place(campaign, prompts, questions, answers, slots, workers, now)
-    # The audit's statistics are built from the labels now, as label_submit would have folded each one
-    # in; the campaign is closed, so no label will ever trigger it.
+    # The audit's statistics are built from the labels now: they were never submitted (no mark for the
+    # quick run's fold), and the campaign is closed, so no label will ever trigger it.
     stats_rebuild(campaign_id=campaign.pk)
     return ProtoQAImport(campaign, len(prompts), n_labels, created=True)
 

@@ -5,8 +5,8 @@ the numbers that led to it.
 
 * **Exclude** (``Participation.excluded_at``): the worker's labels stay stored and exported (the
   export's ``excluded`` column), and every audit number is recomputed without them: the statistics
-  are rebuilt from ``Label.objects.audited()`` (``audit_stats_invalidate``), and ``label_submit``
-  leaves the labels they give meanwhile out of them (``label_stats_add``). **Include** reverses it.
+  are rebuilt from ``Label.objects.audited()`` (``audit_stats_invalidate``), and the quick run's fold
+  leaves the labels they give meanwhile out of them (``stats_fold``). **Include** reverses it.
 * **Block** (``Participation.blocked_at``): no further lease on any channel (``lease_acquire``
   refuses, ``selectors.refusal_before_slots``; every channel also keeps them out where it recruits,
   ``channels.services.blocking.worker_block_on_channels``: MTurk's block-list qualification,

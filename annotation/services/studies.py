@@ -133,7 +133,8 @@ def study_import(
             detail={"filename": batch.filename, "n_prompts": len(prompts), "n_labels": rows.n_labels, "sha256": digest},
             actor=owner,
         )
-    # The campaign is closed: no label will ever fold itself into the statistics, so build them now.
+    # The campaign is closed and its labels were never submitted (no mark for the quick run's fold):
+    # build the statistics from them now.
     stats_rebuild(campaign_id=campaign.pk)
     return StudyImport(campaign, len(prompts), len(rows.worker_ids), rows.n_labels, rows.n_empty)
 

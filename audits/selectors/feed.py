@@ -19,7 +19,7 @@ from audits.engine.noise import NOISE_KEYS
 from audits.models import AuditSnapshot, AuditStats
 from audits.selectors.clustering import answers_overview, clustering_version
 from audits.selectors.full import full_audit_skip_reason
-from audits.selectors.stats import campaign_totals
+from audits.selectors.stats import campaign_totals, labels_waiting
 from audits.selectors.tables import agreement_rows, ambiguous_units, worker_table
 from audits.selectors.truths import ground_truths_for_report, ground_truths_summary, ground_truths_version
 
@@ -122,33 +122,25 @@ def audit_status(*, campaign: Campaign, now=None) -> dict:
     now = now or timezone.now()
     stats = AuditStats.objects.filter(campaign=campaign).first()
     totals = campaign_totals(campaign_id=campaign.pk)
-    if stats is None:
-        return {
-            "labels": 0,
-            "audited_labels": 0,
-            "behind": 0,
-            "rebuilding": False,
-            "rebuilds": 0,
-            "stale": False,
-            "stale_since": None,
-            "audited_at": None,
-            "age_seconds": None,
-            "first_unaudited_at": None,
-        }
-    behind = max(0, totals.n_labels - stats.audited_labels)
-    since = (totals.first_unaudited_at or stats.audited_at) if behind else None
+    # Labels the quick run has not folded yet count as behind from their own time (controls and
+    # excluded workers' labels among them, until the fold leaves them out of the audit's count).
+    waiting, first_waiting = labels_waiting(campaign_id=campaign.pk)
+    audited, audited_at = (stats.audited_labels, stats.audited_at) if stats else (0, None)
+    behind = max(0, totals.n_labels - audited) + waiting
+    folded_since = (totals.first_unaudited_at or audited_at) if totals.n_labels > audited else None
+    since = min((t for t in (folded_since, first_waiting) if t is not None), default=None)
     stale = bool(behind and since is not None and (now - since) > timedelta(seconds=audit_setting("STALE_AFTER")))
     return {
-        "labels": totals.n_labels,
-        "audited_labels": stats.audited_labels,
+        "labels": totals.n_labels + waiting,
+        "audited_labels": audited,
         "behind": behind,
-        "rebuilding": stats.needs_rebuild,
-        "rebuilds": stats.rebuilds,
+        "rebuilding": bool(stats and stats.needs_rebuild),
+        "rebuilds": stats.rebuilds if stats else 0,
         "first_unaudited_at": since.isoformat() if since else None,
         "stale": stale,
         "stale_since": since.isoformat() if stale else None,
-        "audited_at": stats.audited_at.isoformat() if stats.audited_at else None,
-        "age_seconds": (now - stats.audited_at).total_seconds() if stats.audited_at else None,
+        "audited_at": audited_at.isoformat() if audited_at else None,
+        "age_seconds": (now - audited_at).total_seconds() if audited_at else None,
     }
 
 

@@ -1,5 +1,5 @@
-"""The running statistics that each label folds into (``audits.services.stats`` keeps them), and the
-quick audit computed from them, read as of one instant without blocking any label."""
+"""The running statistics that the quick run folds each label into (``audits.services.stats`` keeps
+them), and the quick audit computed from them, read as of one instant without blocking any label."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from annotation.selectors import Progress, campaign_progress
 from audits.conf import audit_setting
 from audits.engine.flags import straight_lining_binary
 from audits.engine.noise import noise_from_stats
-from audits.models import AuditSnapshot, AuditStats, AuditStatsShard, UnitStateCount, WorkerAuditStats
+from audits.models import AuditSnapshot, AuditStats, AuditStatsShard, PendingLabel, UnitStateCount, WorkerAuditStats
 
 
 # ---------------------------------------------------------------------------------- the statistics
@@ -92,7 +92,7 @@ class LabelStats:
 
 
 def stats_from_labels(*, campaign: Campaign) -> LabelStats:
-    """The statistics ``services.label_stats_add`` keeps, recomputed from the audited labels (one query)."""
+    """The statistics ``services.stats_fold`` keeps, recomputed from the audited labels (one query)."""
     schema = campaign.label_schema
     rows = Label.objects.audited().filter(campaign=campaign).values_list("worker_id", "prompt_id", "value")
     n_labels, workers, units, totals = 0, {}, {}, [0, 0, 0.0, 0.0]
@@ -119,21 +119,36 @@ def stats_from_labels(*, campaign: Campaign) -> LabelStats:
 
 
 def audit_progress() -> list[tuple[int, int, int, bool]]:
-    """``(campaign id, labels, audited labels, needs rebuild)`` of every campaign with statistics:
-    one grouped query over a few shard rows per campaign, and one over ``AuditStats``."""
+    """``(campaign id, labels, audited labels, quick run due)`` of every campaign with statistics or a
+    label waiting for its fold: one grouped query over a few shard rows per campaign, one over
+    ``AuditStats`` and one over the waiting labels (the few since each campaign's last run). A quick
+    run is due when labels wait, the snapshot is behind the statistics, or they need a rebuild."""
     labels = dict(
         AuditStatsShard.objects.values("campaign_id").annotate(n=Sum("n_labels")).values_list("campaign_id", "n")
     )
-    return [
-        (campaign_id, labels.get(campaign_id, 0), audited, rebuild)
+    waiting = set(PendingLabel.objects.order_by().values_list("campaign_id", flat=True).distinct())
+    rows = {
+        campaign_id: (labels.get(campaign_id, 0), audited, rebuild or campaign_id in waiting)
         for campaign_id, audited, rebuild in AuditStats.objects.values_list(
             "campaign_id", "audited_labels", "needs_rebuild"
         )
-    ]
+    }
+    for campaign_id in waiting - set(rows):  # its first labels: the fold creates its statistics
+        rows[campaign_id] = (0, 0, True)
+    return [(c, n, audited, due or n > audited) for c, (n, audited, due) in sorted(rows.items())]
+
+
+def labels_waiting(*, campaign_id: int) -> tuple[int, datetime | None]:
+    """How many counted labels of the campaign wait for the quick run's fold, and the oldest's time."""
+    row = PendingLabel.objects.filter(campaign_id=campaign_id).aggregate(n=Count("pk"), first=Min("label__created_at"))
+    return row["n"], row["first"]
 
 
 def audit_behind(*, campaign_id: int) -> bool:
-    """Whether labels are not in the latest quick snapshot yet, or the statistics need a rebuild."""
+    """Whether labels are not in the latest quick snapshot yet (folded or waiting for the fold), or the
+    statistics need a rebuild."""
+    if PendingLabel.objects.filter(campaign_id=campaign_id).exists():
+        return True
     labels = campaign_totals(campaign_id=campaign_id).n_labels
     return (
         AuditStats.objects.filter(campaign_id=campaign_id)

@@ -3,11 +3,13 @@ coefficients with their readings, and the most ambiguous units with their labels
 
 from __future__ import annotations
 
+from django.db.models import Exists, OuterRef
+
 from annotation.models import Campaign, Label, Participation, WorkerAction
 from annotation.models.workers import public_worker_id
 from audits.engine.accuracy import UNDERPOWERED_N
 from audits.engine.glossary import agreement_name, agreement_reading
-from audits.models import UnitAuditStats, WorkerAuditStats
+from audits.models import PendingLabel, UnitAuditStats, WorkerAuditStats
 from audits.selectors.full import unit_name
 
 # The live worker-quality numbers (``audits.selectors.worker_numbers``) each row of the workers table carries.
@@ -200,7 +202,8 @@ def agreement_rows(agreement: dict | None) -> tuple[list[dict], str | None]:
 
 def ambiguous_units(*, campaign: Campaign, limit: int = 10) -> list[dict]:
     """The units with the most disagreement (an index scan, not a sort of the campaign) and their
-    audited labels (``Label.objects.audited()``: the labels the units' statistics hold)."""
+    audited labels that the statistics hold (``Label.objects.audited()``, less those that wait for the
+    quick run's fold)."""
     units = list(
         UnitAuditStats.objects.filter(campaign=campaign, disagreement__isnull=False)
         .order_by("-disagreement", "-count", "prompt_id", "option")
@@ -210,6 +213,7 @@ def ambiguous_units(*, campaign: Campaign, limit: int = 10) -> list[dict]:
     for prompt_id, channel, ext, value in (
         Label.objects.audited()
         .filter(prompt_id__in={u.prompt_id for u in units})
+        .exclude(Exists(PendingLabel.objects.filter(label_id=OuterRef("pk"))))
         .order_by("id")
         .values_list("prompt_id", "worker__channel", "worker__external_id", "value")
     ):

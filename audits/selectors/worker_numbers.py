@@ -2,7 +2,7 @@
 
 The quick run of the live audit (``audits.services.audit_refresh``, in Celery, never on the label
 submission path) reads them after the statistics: :func:`worker_quality` reads the campaign's
-worker-quality statistics, kept per label as the noise numbers' are (``audits.services.quality_stats``),
+worker-quality statistics, folded in with the noise numbers' (``audits.services.quality_stats``),
 and computes, with the engine (``audits.engine.workers``, ``audits.engine.flags``), every worker's bias
 with its interval, the share of their most frequent answer, their accuracy on control items with its
 Wilson interval and their speed, with the flags those raise in words. Its JSON is stored with the
@@ -16,9 +16,8 @@ workers included, so the researcher sees why they were excluded); the crowd they
 (the others' mean for the bias) leaves out the workers excluded from the audit; control labels feed
 only control accuracy and speed.
 
-Cost: :func:`worker_quality` folds the bias deltas written since the last run (about k per label)
-and reads a few rows per worker (their counts, their values' counts, their bias sums by number of
-others), none of which grows with the labels; the campaign's median seconds is walked from the
+Cost: :func:`worker_quality` reads a few rows per worker (their counts, their values' counts, their
+bias sums by number of others), none of which grows with the labels; the campaign's median seconds is walked from the
 previous run's (``audits.quality_tables.campaign_median_seconds``) over the labels since, by index.
 (It used to be an offset to the middle of every label's seconds: O(labels), 190 ms of a 400 ms run
 at a million labels.)
@@ -56,7 +55,7 @@ from audits.engine.workers import (
     worker_speed_from_medians,
 )
 from audits.models import WorkerBiasStats, WorkerQualityStats, WorkerValueCount
-from audits.quality_tables import bias_deltas_fold, campaign_median_seconds
+from audits.quality_tables import campaign_median_seconds
 from audits.selectors.full import value_scale
 
 
@@ -259,16 +258,16 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
     size, and equal to :func:`worker_quality_from_labels` on the same labels (exactly for counts,
     shares and medians; the bias from exact rational sums, to the last bits of a float).
 
-    Its one write: the pending bias deltas are folded (and deleted) in the same transaction as the
-    read, so the read sees every label's deltas exactly once. On PostgreSQL the transaction is
-    REPEATABLE READ, so all the tables are read at one instant.
+    Its one write: the campaign median's anchor, moved by the walk. On PostgreSQL the transaction is
+    REPEATABLE READ, so all the tables are read at one instant (and a read that overlaps a fold,
+    which shifts the anchor, is retried).
     """
     started = time.perf_counter()
     for attempt in range(3):
         try:
             stats, values, sums, table, n_control_prompts, n_timed, median = _stats_read(campaign)
             break
-        except OperationalError as exc:  # two runs folded the same deltas at once: read again
+        except OperationalError as exc:  # a fold moved the anchor meanwhile: read again
             if attempt == 2 or getattr(exc.__cause__, "sqlstate", None) != "40001":
                 raise
 
@@ -296,15 +295,14 @@ def worker_quality(*, campaign: Campaign) -> WorkerQuality:
 
 
 def _stats_read(campaign: Campaign) -> tuple:
-    """The statistics :func:`worker_quality` reads, with the bias deltas folded first and the campaign's
-    median walked over the same snapshot's label seconds, in one transaction (REPEATABLE READ on
+    """The statistics :func:`worker_quality` reads, with the campaign's median walked over the same
+    snapshot's label seconds, in one transaction (REPEATABLE READ on
     PostgreSQL: one instant for every table)."""
     isolate = connection.vendor == "postgresql" and not connection.in_atomic_block
     with transaction.atomic():
         if isolate:
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        bias_deltas_fold(campaign_id=campaign.pk)
         stats = list(
             WorkerQualityStats.objects.filter(campaign=campaign).values_list(
                 "worker_id", "n_labels", "n_controls", "n_correct", "median_seconds"

@@ -3,12 +3,13 @@
 The numbers themselves come from the audit engine, through the reads in ``audits.selectors``; this
 package only keeps their inputs and results in the database. Its settings are in ``audits.conf``.
 
-* ``label_stats_add`` folds one label into its campaign's sufficient statistics, inside
-  ``label_submit``'s transaction, and schedules a recomputation for after the commit.
+* ``label_stats_add`` marks one label for the next fold, inside ``label_submit``'s transaction, and
+  schedules a recomputation for after the commit; ``stats_fold`` folds the marked labels into the
+  campaign's sufficient statistics, exactly once (the quick run's first step).
 * ``audit_schedule_recompute`` debounces per campaign (style guide §4, "Debounce, Sentry style"):
   ``cache.add("audit:pending:<id>")`` and enqueue with a short countdown only when the key is new.
   It never raises: with the broker or the cache down, labels are still accepted.
-* ``audit_refresh`` (the quick run, Celery task ``audits.refresh``) computes the six numbers from
+* ``audit_refresh`` (the quick run, Celery task ``audits.refresh``) folds, computes the six numbers from
   the running statistics and every worker's numbers (``audits.selectors.worker_numbers``), saves a
   snapshot keyed by the watermark, then applies the campaign's quality rules (``worker_rules``); it
   holds the key until it ends, then schedules the next run itself if labels arrived meanwhile.
@@ -32,7 +33,7 @@ from .bootstrap import bootstrap_compute, bootstrap_request
 from .clustering import clustering_propose, clustering_revert, clustering_save, expert_clusters_import
 from .runs import audit_full, audit_refresh
 from .scheduling import audit_request_full, audit_schedule_recompute, audit_sweep
-from .stats import audit_stats_invalidate, label_stats_add, stats_rebuild
+from .stats import audit_stats_invalidate, label_stats_add, stats_fold, stats_rebuild
 from .systems import system_delete, system_save, system_upload
 from .truths import ground_truths_compute, ground_truths_request
 
@@ -52,6 +53,7 @@ __all__ = [
     "ground_truths_compute",
     "ground_truths_request",
     "label_stats_add",
+    "stats_fold",
     "stats_rebuild",
     "system_delete",
     "system_save",

@@ -17,7 +17,7 @@ from audits import selectors
 from audits.conf import audit_setting
 from audits.models import AuditSnapshot, AuditStats, AuditStatsShard
 from audits.services.scheduling import audit_schedule_recompute, pending_key
-from audits.services.stats import stats_rebuild
+from audits.services.stats import campaign_key_share, stats_fold, stats_rebuild
 from audits.services.worker_rules import rules_apply
 from audits.signals import rules_applied
 
@@ -77,9 +77,10 @@ def audit_refresh(*, campaign_id: int) -> AuditSnapshot | None:
     committed, so the check after the delete sees that label. A run that fails schedules nothing
     (no hot loop on a persistent error); the beat sweep picks the campaign up again.
 
-    The run rebuilds the statistics if the map changed, reads them as of one instant without
-    blocking any label (``selectors.quick_audit_read``), computes, and saves the snapshot keyed by
-    the watermark (the labels that instant included). Idempotent: a rerun at the same watermark
+    The run folds the labels that came since the last one into the statistics (``stats_fold``),
+    rebuilds them if the map changed, reads them as of one instant without blocking any label
+    (``selectors.quick_audit_read``), computes, and saves the snapshot keyed by the watermark (the
+    labels that instant included). Idempotent: a rerun at the same watermark
     rewrites the same row; a run killed midway leaves nothing behind, and the rules' actions are
     idempotent too. The six numbers read a constant number of rows per campaign, plus one per
     worker; the worker quality reads its own statistics (a few rows per worker, and the campaign's
@@ -100,6 +101,15 @@ def audit_refresh(*, campaign_id: int) -> AuditSnapshot | None:
 
 
 def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapshot | None:
+    read_at = timezone.now()  # before the fold: every label committed by now is in this run
+    # A ValueError: the statistics are inconsistent (SufficientStats' checks, or label seconds that
+    # disagree with the worker counts). They never should be; the next run rebuilds them.
+    try:
+        stats_fold(campaign_id=campaign_id)
+    except ValueError:
+        logger.error("audit: labels of campaign %s could not be folded; the statistics will be rebuilt", campaign_id)
+        AuditStats.objects.filter(campaign_id=campaign_id).update(needs_rebuild=True)
+        return None
     stats = AuditStats.objects.filter(campaign_id=campaign_id).values("needs_rebuild").first()
     if stats is None:
         return None
@@ -108,9 +118,6 @@ def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapsho
     campaign = Campaign.objects.filter(pk=campaign_id).first()
     if campaign is None:
         return None
-    read_at = timezone.now()
-    # A ValueError: the statistics are inconsistent (SufficientStats' checks, or label seconds that
-    # disagree with the worker counts). They never should be; the next run rebuilds them.
     try:
         read = selectors.quick_audit_read(campaign=campaign)
         if read is None:
@@ -123,6 +130,7 @@ def _audit_refresh(campaign_id: int, started: float, cpu: float) -> AuditSnapsho
     totals, shards, data = read
     data["worker_quality"] = workers.to_dict()
     with transaction.atomic(durable=True):
+        campaign_key_share(campaign_id)  # before AuditStats' row (stats.campaign_key_share)
         snapshot = _snapshot_save(
             campaign_id=campaign_id,
             kind=AuditSnapshot.Kind.QUICK,

@@ -70,14 +70,14 @@ def audit_schedule_recompute(
 def audit_sweep() -> dict:
     """Schedule every campaign whose audit is behind its statistics (Celery beat, every few seconds).
 
-    Quick: the shards' label count exceeds the audited watermark, or the statistics need a rebuild
-    (one grouped query over a few rows per campaign). Full: by the cadence rules of
+    Quick: labels wait for the fold, the shards' label count exceeds the audited watermark, or the
+    statistics need a rebuild (``selectors.audit_progress``). Full: by the cadence rules of
     ``selectors.full_audit_due``. Returns what it scheduled (for logs and tests).
     """
     now = timezone.now()
     quick, full = [], []
-    for campaign_id, n, audited, rebuild in selectors.audit_progress():
-        if (n > audited or rebuild) and audit_schedule_recompute(campaign_id=campaign_id):
+    for campaign_id, n, _, due in selectors.audit_progress():
+        if due and audit_schedule_recompute(campaign_id=campaign_id):
             quick.append(campaign_id)
         if (
             n

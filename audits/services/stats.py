@@ -1,35 +1,38 @@
-"""The audit's running statistics, kept in SQL: ``label_stats_add`` folds each label in (the hook
-``label_submit`` calls), ``stats_rebuild`` recomputes them from the labels when
+"""The audit's running statistics, kept in SQL: ``label_stats_add`` marks each new label in its
+transaction (the hook ``label_submit`` calls), ``stats_fold`` folds the marked labels in (the quick
+run, off the request path), ``stats_rebuild`` recomputes them from the labels when
 ``audit_stats_invalidate`` has marked them stale."""
 
 from __future__ import annotations
 
 import json
-import os
-import threading
+from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from annotation.models import Campaign, Label, Prompt
+from annotation.models import Campaign, Label, Participation, Prompt
+from annotation.rows import for_update
 from annotation.schemas import FREE_TEXT
 from audits import selectors
-from audits.conf import audit_setting
 from audits.models import (
     AuditSnapshot,
     AuditStats,
     AuditStatsShard,
-    LabelSeconds,
+    PendingLabel,
     UnitAuditStats,
     UnitStateCount,
     WorkerAuditStats,
-    WorkerBiasDelta,
-    WorkerBiasStats,
-    WorkerQualityStats,
-    WorkerValueCount,
 )
-from audits.services.quality_stats import quality_stats_add, quality_stats_rebuild
+from audits.quality_tables import median_anchor_shift, upsert
+from audits.services.quality_stats import (
+    folded_labels_sql,
+    label_seconds_add,
+    quality_stats_fold,
+    quality_stats_rebuild,
+)
 from audits.services.scheduling import audit_schedule_recompute
 
 
@@ -42,23 +45,42 @@ def scale_key(schema) -> dict:
     return {"unit_scale": [schema.scale_min, schema.scale_max, f"{schema.grid.normalize():f}"]}
 
 
-def _stats_row(campaign_id: int, scale: dict, *, exclude_label: int | None = None) -> tuple[dict, bool]:
-    """The campaign's ``(scale, needs_rebuild)``, creating its AuditStats row on first use (no lock)."""
-    # Hand-written: every label reads it (the scale comes back as JSON text on SQLite: label_stats_add).
-    stats = _q(AuditStats._meta.db_table)
-    rows = _sql(f"SELECT scale, needs_rebuild FROM {stats} WHERE campaign_id = %s", [campaign_id])
-    if rows:
-        return rows[0]
-    older = Label.objects.counted().filter(campaign_id=campaign_id)
-    if exclude_label is not None:
-        older = older.exclude(pk=exclude_label)
+def _stats_row_ensure(campaign_id: int, scale: dict) -> None:
+    """Create the campaign's AuditStats row if labels wait for their first fold (in a transaction of
+    its own, so that the fold's snapshot sees it). A row created here needs a rebuild when the
+    campaign has counted labels that wait for no fold: they predate the statistics (an upgrade)."""
+    pending = PendingLabel.objects.filter(campaign_id=campaign_id)
+    if AuditStats.objects.filter(campaign_id=campaign_id).exists() or not pending.exists():
+        return
+    older = Label.objects.counted().filter(campaign_id=campaign_id).exclude(pk__in=pending.values("label_id"))
     try:
-        with transaction.atomic(savepoint=True):
-            # Labels from before the statistics existed (an upgrade): rebuild them from the labels.
+        with transaction.atomic():
             AuditStats.objects.create(campaign_id=campaign_id, scale=scale, needs_rebuild=older.exists())
     except IntegrityError:
         pass  # created concurrently
-    return AuditStats.objects.filter(campaign_id=campaign_id).values_list("scale", "needs_rebuild").get()
+
+
+def campaign_key_share(campaign_id: int) -> None:
+    """Share-lock the campaign's row (PostgreSQL's ``FOR KEY SHARE``, what a foreign key to it takes on
+    an insert anyway, at the latest on commit), first in a transaction that then writes the campaign's
+    AuditStats row: an edit of the campaign holds that row, then marks the statistics stale under
+    this one, so taking them the other way round could deadlock."""
+    if connection.features.has_select_for_update:
+        _sql(f"SELECT 1 FROM {_q(Campaign._meta.db_table)} WHERE id = %s FOR KEY SHARE", [campaign_id])
+
+
+def _stats_locked(campaign_id: int) -> tuple[dict, bool] | None:
+    """The campaign's ``(scale, needs_rebuild)``, its AuditStats row locked (after the campaign's
+    share lock): the fold's and the rebuild's lock, so they run one at a time per campaign (None
+    without a row)."""
+    campaign_key_share(campaign_id)
+    stats = _q(AuditStats._meta.db_table)
+    read = f"SELECT scale, needs_rebuild FROM {stats} WHERE campaign_id = %s" + for_update(stats)
+    rows = _sql(read, [campaign_id])
+    if not rows:
+        return None
+    scale, needs_rebuild = rows[0]
+    return (json.loads(scale) if isinstance(scale, str) else scale), needs_rebuild
 
 
 def _disagreement(count: int, total: float, sumsq: float) -> float | None:
@@ -78,159 +100,213 @@ def _q(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
-def label_stats_add(*, label: Label, campaign: Campaign, worker_excluded: bool) -> None:
-    """Fold one new label into its campaign's audit statistics; schedule a recomputation on commit.
-    A control label enters no statistic (it is not in ``Label.objects.audited()``), but still
-    schedules the run: the worker-quality numbers the run takes read it. Nor does the label of a
-    worker excluded from the campaign's audit (``worker_excluded``: their ``Participation.excluded_at``,
-    which ``label_submit`` read under that row's lock, so an exclusion cannot slip in between): it
-    only moves the count of complete prompts, which a rebuild takes from all counted labels too.
+def label_stats_add(*, label: Label) -> None:
+    """Mark one new counted label for the next fold (``PendingLabel``) and schedule the quick run on
+    commit: the one statement the live audit adds to a label's transaction (``label_submit``), whose
+    row lock it never waits on. Call it inside that transaction: the label and its mark commit
+    together, so the fold sees either both or neither."""
+    transaction.on_commit(partial(audit_schedule_recompute, campaign_id=label.campaign_id))
+    _sql(
+        f"INSERT INTO {_q(PendingLabel._meta.db_table)} (label_id, campaign_id) VALUES (%s, %s)",
+        [label.pk, label.campaign_id],
+    )
 
-    Call it inside the transaction that creates the label (``label_submit``), after the prompt's
-    ``n_labels`` was incremented; it joins that transaction. It runs on every label, so each step is
-    one SQL statement (upserts; SQLite ≥ 3.35 and PostgreSQL share the syntax): 4 + 1 per audit
-    unit statements whatever the campaign's size, and no campaign-wide lock; the worker-quality
-    statistics (``audits.services.quality_stats.quality_stats_add``, controls and excluded workers'
-    labels included) add 6, one of them reading the prompt's other labels (about k rows).
 
-    Row locks, always in this order: the worker's rows (their quality statistics and value counts,
-    then their audit statistics; the bias deltas of other workers are inserts, which lock nothing
-    another label takes), the label's unit rows (one prompt's, by
-    option), one counter shard of the campaign (the calling thread's) and, under it, that shard's
-    unit-state histogram rows. Labels of one campaign queue only when their threads share a shard,
-    and no two labels can deadlock. (A transaction folding several labels should fold them in
-    worker order.) ``stats_rebuild`` locks the tables first.
+@dataclass(frozen=True)
+class FoldLabel:
+    """A label as the fold reads it (``value`` decoded)."""
+
+    id: int
+    worker_id: int
+    prompt_id: int
+    value: object
+    is_control: bool
+    created_at: datetime
+
+
+def stats_fold(*, campaign_id: int) -> int:
+    """Fold the campaign's labels that came since the last fold (``PendingLabel``) into its statistics,
+    in one transaction, and return how many (the quick run calls it before its reads).
+
+    Exactly once: the fold first locks the campaign's AuditStats row (folds and rebuilds of one
+    campaign queue there), then deletes the marks it takes (``DELETE … RETURNING``) and folds their
+    labels, all in one transaction; a label that commits meanwhile keeps its mark for the next fold.
+    Each statement after the lock sees what committed before it (READ COMMITTED), so it sees every
+    earlier fold whole. A label's "others" (the labels already on its unit, for the bias) and a
+    prompt's count of folded labels are read as the prompt's counted labels that wait for no fold.
+    Statistics marked for a rebuild, or built on another map, fold nothing: the rebuild takes every
+    label from the table and deletes the marks. A change that marks them (a void label, an exclusion,
+    a new map) waits for the fold's lock, so a fold that read the labels before it is rebuilt after.
+
+    What it writes: the label seconds (``LabelSeconds``) and the campaign median's anchor; per worker
+    the noise statistics, the quality counts, medians, value counts and bias sums; per unit its
+    statistics and its move in the unit-state histogram; and shard 0's counters, among them the
+    prompts whose k-th counted label is in the fold. Excluded workers' labels enter the quality
+    statistics and the complete prompts only (as ``stats_from_labels`` and the rebuild count them),
+    control labels the quality statistics only.
     """
-    transaction.on_commit(partial(audit_schedule_recompute, campaign_id=campaign.pk))
-    schema = campaign.label_schema
-    scale = scale_key(schema)
-    units = [] if label.is_control else selectors.label_units(schema, label.value)
-    valid = [(option, scaled) for option, scaled in units if scaled is not None]
-    stored_scale, needs_rebuild = _stats_row(campaign.pk, scale, exclude_label=label.pk)
-    if isinstance(stored_scale, str):
-        stored_scale = json.loads(stored_scale)
-    if not needs_rebuild and stored_scale == scale:  # else the rebuild takes the label from the table
-        quality_stats_add(label=label, campaign=campaign, units=valid, worker_excluded=worker_excluded)
-    if label.is_control:  # it measures its worker, not the prompts
-        return
-    now = label.created_at or timezone.now()
-    n_invalid = len(units) - len(valid)
-    total = float(sum(scaled for _, scaled in valid))
-    total_sq = float(sum(scaled * scaled for _, scaled in valid))
-    fold = not worker_excluded and not needs_rebuild and stored_scale == scale
-    if fold:
-        workers = _q(WorkerAuditStats._meta.db_table)
-        _sql(
-            f"INSERT INTO {workers} (campaign_id, worker_id, n_labels, n_units, n_invalid, {_q('sum')}, sumsq) "
-            f"VALUES (%s, %s, 1, %s, %s, %s, %s) ON CONFLICT (campaign_id, worker_id) DO UPDATE SET "
-            f"n_labels = {workers}.n_labels + 1, n_units = {workers}.n_units + excluded.n_units, "
-            f"n_invalid = {workers}.n_invalid + excluded.n_invalid, "
-            f"{_q('sum')} = {workers}.{_q('sum')} + excluded.{_q('sum')}, sumsq = {workers}.sumsq + excluded.sumsq",
-            [campaign.pk, label.worker_id, len(valid), n_invalid, total, total_sq],
-        )
-        states = [
-            _unit_add(prompt_id=label.prompt_id, campaign_id=campaign.pk, option=option, scaled=scaled)
-            for option, scaled in valid
-        ]
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:
+        return 0
+    scale = scale_key(campaign.label_schema)
+    _stats_row_ensure(campaign.pk, scale)
+    folded, more = 0, True
+    while more:
+        n, more = _fold(campaign, scale)
+        folded += n
+    return folded
 
-    shard = _shard()
+
+# Labels a fold takes at most: a backlog (after an outage of the Celery workers) is folded in several
+# transactions, so that none holds the campaign's locks for long.
+FOLD_BATCH = 5000
+
+
+def _fold(campaign: Campaign, scale: dict) -> tuple[int, bool]:
+    """One fold transaction of at most FOLD_BATCH labels: how many it folded, and whether more may wait."""
+    with transaction.atomic(durable=True):
+        state = _stats_locked(campaign.pk)
+        if state is None or state[1]:
+            return 0, False
+        if state[0] != scale:  # the map changed under the statistics: the next run rebuilds them
+            AuditStats.objects.filter(campaign_id=campaign.pk).update(needs_rebuild=True)
+            return 0, False
+        pending = _q(PendingLabel._meta.db_table)
+        taken = sorted(
+            label_id
+            for (label_id,) in _sql(
+                f"DELETE FROM {pending} WHERE label_id IN (SELECT label_id FROM {pending} WHERE campaign_id = %s "
+                "ORDER BY label_id LIMIT %s) RETURNING label_id",
+                [campaign.pk, FOLD_BATCH],
+            )
+        )
+        labels, seconds = [], []
+        for start in range(0, len(taken), 500):
+            part = taken[start : start + 500]
+            labels += [
+                FoldLabel(*row)
+                for row in Label.objects.counted()
+                .filter(pk__in=part)
+                .order_by("pk")
+                .values_list("pk", "worker_id", "prompt_id", "value", "is_control", "created_at")
+            ]
+            seconds += label_seconds_add(campaign_id=campaign.pk, label_ids=part)
+        more = len(taken) == FOLD_BATCH
+        if not labels:  # none, or only void labels' marks: they count nowhere
+            return 0, more
+        median_anchor_shift(campaign_id=campaign.pk, rows=seconds)
+        excluded = set(
+            Participation.objects.filter(campaign=campaign, excluded_at__isnull=False).values_list(
+                "worker_id", flat=True
+            )
+        )
+        quality_stats_fold(campaign=campaign, labels=labels, excluded=excluded)
+        _noise_fold(campaign, labels, excluded)
+    return len(labels), more
+
+
+def _noise_fold(campaign: Campaign, labels: list[FoldLabel], excluded: set) -> None:
+    """The fold's noise statistics: per worker, per unit (with its move between states) and shard 0."""
+    schema = campaign.label_schema
+    audited = [label for label in labels if not label.is_control and label.worker_id not in excluded]
+    workers: dict[int, list] = {}
+    added: dict[tuple, list] = {}  # (prompt, option) → [count, sum, sumsq] of the fold's values
+    totals = [0, 0, 0.0, 0.0]  # scaled values, invalid values, sum, sum of squares
+    for label in audited:
+        w = workers.setdefault(label.worker_id, [0, 0, 0, 0.0, 0.0])
+        w[0] += 1
+        for option, scaled in selectors.label_units(schema, label.value):
+            if scaled is None:
+                w[2] += 1
+                totals[1] += 1
+                continue
+            w[1] += 1
+            w[3] += scaled
+            w[4] += scaled * scaled
+            u = added.setdefault((label.prompt_id, option), [0, 0.0, 0.0])
+            u[0] += 1
+            u[1] += scaled
+            u[2] += scaled * scaled
+            totals[0] += 1
+            totals[2] += scaled
+            totals[3] += scaled * scaled
+    upsert(
+        WorkerAuditStats,
+        ("campaign_id", "worker_id"),
+        ("n_labels", "n_units", "n_invalid", "sum", "sumsq"),
+        [[campaign.pk, worker_id, *w] for worker_id, w in workers.items()],
+        add=True,
+    )
+    if added:
+        old, prompts = {}, sorted({p for p, _ in added})
+        for start in range(0, len(prompts), 500):
+            old.update(
+                ((p, o), (c, s, q))
+                for p, o, c, s, q in UnitAuditStats.objects.filter(
+                    campaign_id=campaign.pk, prompt_id__in=prompts[start : start + 500]
+                ).values_list("prompt_id", "option", "count", "sum", "sumsq")
+            )
+        units, moves = [], {}
+        for key, (n, s, q) in added.items():
+            before = old.get(key, (0, 0.0, 0.0))
+            after = (before[0] + n, before[1] + s, before[2] + q)
+            units.append([*key, campaign.pk, *after, _disagreement(*after)])
+            if before[0]:
+                moves[before] = moves.get(before, 0) - 1
+            moves[after] = moves.get(after, 0) + 1
+        upsert(
+            UnitAuditStats, ("prompt_id", "option"), ("campaign_id", "count", "sum", "sumsq", "disagreement"),
+            units, add=False,
+        )  # fmt: skip
+        _states_move(campaign_id=campaign.pk, delta=moves)
+    k = campaign.k
+    arrived: dict[int, int] = {}
+    for label in labels:
+        if not label.is_control:
+            arrived[label.prompt_id] = arrived.get(label.prompt_id, 0) + 1
+    complete, prompts = 0, sorted(arrived)
+    for start in range(0, len(prompts), 500):
+        part = prompts[start : start + 500]
+        counts = _sql(f"SELECT l.prompt_id, COUNT(*) {folded_labels_sql(len(part))} GROUP BY l.prompt_id", part)
+        complete += sum(1 for pk, n in counts if n - arrived[pk] < k <= n)  # its k-th counted label is here
+    first = min((label.created_at for label in audited), default=None)
     shards = _q(AuditStatsShard._meta.db_table)
-    when = connection.ops.adapt_datetimefield_value(now)
     _sql(
         f"INSERT INTO {shards} (campaign_id, shard, n_labels, n_units, n_invalid, {_q('sum')}, sumsq, "
-        f"prompts_complete, "
-        f"first_unaudited_at) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-        f"(SELECT CASE WHEN n_labels = %s THEN 1 ELSE 0 END FROM {_q(Prompt._meta.db_table)} WHERE id = %s), %s) "
+        f"prompts_complete, first_unaudited_at) VALUES (%s, 0, %s, %s, %s, %s, %s, %s, %s) "
         f"ON CONFLICT (campaign_id, shard) DO UPDATE SET n_labels = {shards}.n_labels + excluded.n_labels, "
         f"n_units = {shards}.n_units + excluded.n_units, n_invalid = {shards}.n_invalid + excluded.n_invalid, "
         f"{_q('sum')} = {shards}.{_q('sum')} + excluded.{_q('sum')}, sumsq = {shards}.sumsq + excluded.sumsq, "
         f"prompts_complete = {shards}.prompts_complete + excluded.prompts_complete, "
         f"first_unaudited_at = COALESCE({shards}.first_unaudited_at, excluded.first_unaudited_at)",
-        [
-            campaign.pk,
-            shard,
-            0 if worker_excluded else 1,
-            len(valid) if fold else 0,
-            n_invalid if fold else 0,
-            total if fold else 0.0,
-            total_sq if fold else 0.0,
-            campaign.k,
-            label.prompt_id,
-            None if worker_excluded else when,
-        ],
-    )
-    if worker_excluded:
-        return
-    if not fold:
-        # The map changed under existing labels (or they predate the statistics): the next run
-        # rebuilds everything from the labels; meanwhile only the label count moves (so the
-        # dashboard shows the audit is behind).
-        if not needs_rebuild:
-            AuditStats.objects.filter(campaign_id=campaign.pk).update(needs_rebuild=True)
-        return
-    if states:
-        _states_move(
-            campaign_id=campaign.pk, shard=shard, moves=[(new, scaled) for (_, scaled), new in zip(valid, states)]
-        )
-
-
-def _shard() -> int:
-    """This thread's counter shard: concurrent web processes and threads spread over the shards, and a
-    transaction that folds several labels (a bulk path) touches one shard only, so it cannot
-    deadlock with another on them."""
-    return (os.getpid() * 1_000_003 + threading.get_ident()) % int(audit_setting("SHARDS"))
-
-
-def _unit_add(*, campaign_id: int, prompt_id: int, option: int, scaled: float) -> tuple[int, float, float]:
-    """Upsert one unit's row with a new scaled value; return its new state (count, sum, sum of squares)."""
-    units = _q(UnitAuditStats._meta.db_table)
-    c, t, r = _q("count"), _q("sum"), "sumsq"
-    # disagreement: the population variance (count·sumsq − sum²) / count², the ambiguous-list sort key
-    n, s, q = f"({units}.{c} + 1)", f"({units}.{t} + excluded.{t})", f"({units}.{r} + excluded.{r})"
-    return tuple(
-        _sql(
-            f"INSERT INTO {units} (campaign_id, prompt_id, {_q('option')}, {c}, {t}, {r}, disagreement) "
-            f"VALUES (%s, %s, %s, 1, %s, %s, NULL) ON CONFLICT (prompt_id, {_q('option')}) DO UPDATE SET "
-            f"{c} = {n}, {t} = {s}, {r} = {q}, disagreement = ({n} * {q} - {s} * {s}) / ({n} * {n}) "
-            f"RETURNING {c}, {t}, {r}",
-            [campaign_id, prompt_id, option, scaled, scaled * scaled],
-        )[0]
+        [campaign.pk, len(audited), *totals, complete, connection.ops.adapt_datetimefield_value(first)],
     )
 
 
-def _states_move(*, campaign_id: int, shard: int, moves: list) -> None:
-    """Move each unit from its old state to its new one in the shard's histogram: one UPDATE for all
-    the rows that exist, then an insert for each state the shard has never seen.
-
-    The statistics hold integers (``LabelSchema.audit_point``: the map's 0/1, or a point's index on the
-    scale's grid), so a unit's old state is its new one minus the value, exactly.
-    """
-    delta: dict[tuple, int] = {}
-    for (count, total, sumsq), scaled in moves:
-        delta[(count, total, sumsq)] = delta.get((count, total, sumsq), 0) + 1
-        if count > 1:
-            old = (count - 1, total - scaled, sumsq - scaled * scaled)
-            delta[old] = delta.get(old, 0) - 1
+def _states_move(*, campaign_id: int, delta: dict) -> None:
+    """Apply ``delta`` (state (count, sum, sumsq) → change in its number of units) to shard 0's
+    unit-state histogram: one UPDATE for the rows that exist, then an insert for each new state."""
     delta = {state: d for state, d in delta.items() if d}
     if not delta:
         return
     states = _q(UnitStateCount._meta.db_table)
     c, t, r = _q("count"), _q("sum"), "sumsq"
-    match = " OR ".join(f"({c} = %s AND {t} = %s AND {r} = %s)" for _ in delta)
-    case = " ".join(f"WHEN {c} = %s AND {t} = %s AND {r} = %s THEN {int(d)}" for d in delta.values())
-    keys = [x for state in delta for x in state]
-    found = _sql(
-        f"UPDATE {states} SET n_units = n_units + CASE {case} ELSE 0 END "
-        f"WHERE campaign_id = %s AND shard = %s AND ({match}) RETURNING {c}, {t}, {r}",
-        [*keys, campaign_id, shard, *keys],
-    )
-    for state in set(delta) - {tuple(row) for row in found}:
-        _sql(
-            f"INSERT INTO {states} (campaign_id, shard, {c}, {t}, {r}, n_units) VALUES (%s, %s, %s, %s, %s, %s) "
-            f"ON CONFLICT (campaign_id, shard, {c}, {t}, {r}) "
-            f"DO UPDATE SET n_units = {states}.n_units + excluded.n_units",
-            [campaign_id, shard, *state, delta[state]],
+    for start in range(0, len(delta), 200):
+        part = dict(list(delta.items())[start : start + 200])
+        match = " OR ".join(f"({c} = %s AND {t} = %s AND {r} = %s)" for _ in part)
+        case = " ".join(f"WHEN {c} = %s AND {t} = %s AND {r} = %s THEN {int(d)}" for d in part.values())
+        keys = [x for state in part for x in state]
+        found = _sql(
+            f"UPDATE {states} SET n_units = n_units + CASE {case} ELSE 0 END "
+            f"WHERE campaign_id = %s AND shard = 0 AND ({match}) RETURNING {c}, {t}, {r}",
+            [*keys, campaign_id, *keys],
         )
+        new = sorted(set(part) - {tuple(row) for row in found})
+        if new:
+            upsert(
+                UnitStateCount, ("campaign_id", "shard", "count", "sum", "sumsq"), ("n_units",),
+                [[campaign_id, 0, *state, part[state]] for state in new], add=True,
+            )  # fmt: skip
 
 
 def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
@@ -242,36 +318,37 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
     labels or another map, and keeping them would let a stale one pass for the latest (snapshots are
     keyed by their label count, which a void label lowers). The next runs replace them.
 
-    On PostgreSQL it first locks the statistics tables against writes, waiting for labels in flight:
-    labels (of every campaign) wait meanwhile and are folded in after it, on the new map. This is
-    rare (a changed map) and takes seconds per million labels.
+    It holds the campaign's AuditStats row, as a fold does, and on PostgreSQL reads at REPEATABLE
+    READ: the labels it rebuilds from and the marks it deletes (``PendingLabel``) are those of one
+    instant, so a label that commits meanwhile keeps its mark and is folded by the next run. No label
+    waits for it. Retried when a fold or an invalidation changed the row since that instant (with
+    the campaign read again: the invalidation may have been a new map). Not inside another
+    transaction (``durable``): it would read at that one's isolation.
     """
-    campaign = Campaign.objects.filter(pk=campaign_id).first()
-    if campaign is None:
-        return None
-    schema = campaign.label_schema
-    scale = scale_key(schema)
-    shards = int(audit_setting("SHARDS"))
+    for attempt in range(3):
+        campaign = Campaign.objects.filter(pk=campaign_id).first()
+        if campaign is None:
+            return None
+        AuditStats.objects.get_or_create(campaign_id=campaign_id, defaults={"scale": scale_key(campaign.label_schema)})
+        try:
+            return _rebuild(campaign)
+        except OperationalError as exc:
+            if attempt == 2 or getattr(exc.__cause__, "sqlstate", None) not in ("40001", "40P01"):
+                raise
+    return None  # unreachable
+
+
+def _rebuild(campaign: Campaign) -> AuditStats:
+    campaign_id = campaign.pk
+    scale = scale_key(campaign.label_schema)
+    isolate = connection.vendor == "postgresql" and not connection.in_atomic_block
     with transaction.atomic(durable=True):
-        if connection.vendor == "postgresql":
-            tables = ", ".join(
-                _q(m._meta.db_table)
-                for m in (
-                    WorkerAuditStats,
-                    UnitAuditStats,
-                    AuditStatsShard,
-                    UnitStateCount,
-                    LabelSeconds,
-                    WorkerQualityStats,
-                    WorkerValueCount,
-                    WorkerBiasDelta,
-                    WorkerBiasStats,
-                )
-            )
+        if isolate:
             with connection.cursor() as cursor:
-                cursor.execute(f"LOCK TABLE {tables} IN SHARE ROW EXCLUSIVE MODE")
-        _stats_row(campaign_id, scale)
-        stats = AuditStats.objects.select_for_update().get(campaign_id=campaign_id)
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        _stats_locked(campaign_id)
+        stats = AuditStats.objects.get(campaign_id=campaign_id)
+        PendingLabel.objects.filter(campaign_id=campaign_id).delete()
         rebuilt = selectors.stats_from_labels(campaign=campaign)
         workers, units, totals = rebuilt.workers, rebuilt.units, rebuilt.totals
         for model in (WorkerAuditStats, UnitAuditStats, UnitStateCount, AuditStatsShard):
@@ -328,7 +405,6 @@ def stats_rebuild(*, campaign_id: int) -> AuditStats | None:
                     prompts_complete=complete,
                     first_unaudited_at=now if rebuilt.n_labels else None,
                 ),
-                *(AuditStatsShard(campaign_id=campaign_id, shard=i) for i in range(1, shards)),
             ]
         )
         quality_stats_rebuild(campaign=campaign)
@@ -346,6 +422,17 @@ def audit_stats_invalidate(*, campaign_id: int) -> None:
     """The campaign's statistics no longer match its labels (its binarization map changed, a label
     became void, a worker was excluded from the audit or included again): mark them for a rebuild and
     schedule it, so the audit follows even when no further label arrives (a paused or closed
-    campaign). Called inside the transaction that made the change."""
-    AuditStats.objects.filter(campaign_id=campaign_id).update(needs_rebuild=True)
+    campaign). Called inside the transaction that made the change.
+
+    A campaign whose labels all wait for their first fold has no statistics row yet: it gets one,
+    marked, so that a fold running meanwhile (which creates the row, then waits for this one's lock)
+    cannot fold the labels as they were before the change."""
+    if not AuditStats.objects.filter(campaign_id=campaign_id).update(needs_rebuild=True):
+        if Label.objects.filter(campaign_id=campaign_id).exists():
+            AuditStats.objects.bulk_create(
+                [AuditStats(campaign_id=campaign_id, needs_rebuild=True)],
+                update_conflicts=True,
+                unique_fields=["campaign"],
+                update_fields=["needs_rebuild"],
+            )
     transaction.on_commit(partial(audit_schedule_recompute, campaign_id=campaign_id))

@@ -28,7 +28,7 @@ from annotation.services import assignment, controls
 from annotation.services.controls import control_settings_check, prompts_control_set
 from audits.models import AuditStatsShard, WorkerAuditStats
 from audits.selectors import campaign_label_matrix, stats_from_labels
-from audits.services import stats_rebuild
+from audits.services import stats_fold, stats_rebuild
 from tests.annotation.test_concurrency import (
     assert_acks_match_labels,
     assert_guarantees,
@@ -297,7 +297,8 @@ def test_control_labels_fill_no_slot_and_stay_out_of_the_audit_but_not_the_expor
     assert labels.filter(is_control=True).count() == 2 and labels.filter(is_control=False).count() == 6
     assert invariant_violations(campaign=campaign, complete=True) == []
 
-    # The statistics, kept label by label and rebuilt from the labels, hold the six audited labels only.
+    # The statistics, folded from the labels and rebuilt from them, hold the six audited labels only.
+    assert stats_fold(campaign_id=campaign.pk) == 8
     assert sum(AuditStatsShard.objects.filter(campaign=campaign).values_list("n_labels", flat=True)) == 6
     assert sorted(WorkerAuditStats.objects.filter(campaign=campaign).values_list("n_labels", flat=True)) == [3, 3]
     assert stats_from_labels(campaign=campaign).n_labels == 6

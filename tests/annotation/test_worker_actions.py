@@ -141,8 +141,9 @@ def test_labels_an_excluded_worker_gives_later_stay_out_of_the_statistics(make_c
     worker_act(kind="exclude", campaign=campaign, worker=excluded, by=researcher, reason=WHY)
     audit_services.audit_refresh(campaign_id=campaign.pk)  # the rebuild without them
     for _ in range(3):
-        label_one(campaign, excluded)  # label_submit leaves these out of the statistics
+        label_one(campaign, excluded)  # the fold leaves these out of the statistics
     label_one(campaign, other, value=0)
+    assert audit_services.stats_fold(campaign_id=campaign.pk) == 4
     totals = campaign_totals(campaign_id=campaign.pk)
     assert totals.n_labels == 2 == Label.objects.audited().filter(campaign=campaign).count()  # the other's two
     incremental = quick_audit_data(campaign=campaign, totals=totals)
@@ -165,6 +166,7 @@ def test_an_excluded_workers_label_still_completes_its_prompt(make_campaign, res
     worker_act(kind="exclude", campaign=campaign, worker=excluded, by=researcher, reason=WHY)
     audit_services.audit_refresh(campaign_id=campaign.pk)
     services.label_submit(lease_id=lease.pk, worker=excluded, value=1, client_token="last")
+    audit_services.stats_fold(campaign_id=campaign.pk)
     totals = campaign_totals(campaign_id=campaign.pk)
     assert (totals.n_labels, totals.prompts_complete) == (1, 1)
     audit_services.stats_rebuild(campaign_id=campaign.pk)

@@ -1,7 +1,7 @@
 """The campaign's median seconds per label, walked from the previous read's anchor
 (``audits.quality_tables.campaign_median_seconds``), equals the median of every row after each read:
 rows arriving below, above and at the anchor, ties in seconds, odd and even counts, a rebuild that
-clears the anchor. And a read ranks each row once."""
+clears the anchor; each fold counts its rows into the anchor (``median_anchor_shift``)."""
 
 import random
 import statistics
@@ -12,21 +12,22 @@ from django.db.models import F
 
 from audits import services as audit_services
 from audits.models import AuditStats, LabelSeconds
-from audits.quality_tables import campaign_median_seconds
+from audits.quality_tables import campaign_median_seconds, median_anchor_shift
 from tests.helpers import label_all, sim_worker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
 
 def _add(campaign, rng, n, label_ids, spread):
-    """n rows more, with label ids not in arrival order (labels commit out of id order), so that a new
-    row tied with the anchor on seconds orders before it as often as after."""
+    """n rows more, as a fold adds them, with label ids not in arrival order (labels commit out of id
+    order), so that a new row tied with the anchor on seconds orders before it as often as after."""
     rows = []
     for _ in range(n):
         label_ids.append(rng.choice([i for i in range(1, 10 * len(label_ids) + 20) if i not in label_ids]))
         # a coarse grid of seconds makes ties common, as labels timed to the millisecond are
         rows.append(LabelSeconds(campaign=campaign, worker_id=1, label_id=label_ids[-1], seconds=spread(rng)))
     LabelSeconds.objects.bulk_create(rows)
+    median_anchor_shift(campaign_id=campaign.pk, rows=[(row.seconds, row.label_id) for row in rows])
 
 
 def _read(campaign, n):
@@ -55,7 +56,7 @@ def test_the_walked_median_is_the_median_of_every_row(make_campaign, seed):
         anchor = AuditStats.objects.values_list("median_seconds_at", "median_label_at", "median_rank_at").get()
         ordered = list(LabelSeconds.objects.filter(campaign=campaign).order_by("seconds", "label_id"))
         assert (ordered[anchor[2]].seconds, ordered[anchor[2]].label_id) == anchor[:2]
-        assert not LabelSeconds.objects.filter(campaign=campaign, ranked=False).exists()
+        assert AuditStats.objects.values_list("median_of", flat=True).get() == n
 
 
 def test_counts_that_disagree_with_the_rows_are_refused(make_campaign):
@@ -72,7 +73,7 @@ def test_counts_that_disagree_with_the_rows_are_refused(make_campaign):
 
 
 def test_without_an_anchor_the_walk_starts_at_the_fastest_label(make_campaign):
-    """What a rebuild leaves (rows ranked, no anchor): the same median as with one."""
+    """What a rebuild leaves (rows, no anchor): the same median as with one."""
     campaign = make_campaign(1)
     AuditStats.objects.create(campaign=campaign)
     label_ids: list[int] = []

@@ -1,5 +1,5 @@
 """The incremental statistics give the engine's numbers: after random label sequences, the quick audit
-(from the statistics kept in label_submit's transaction) equals the engine's full computation on the
+(from the statistics the quick run's fold keeps) equals the engine's full computation on the
 same labels, read two ways (the matrix from the database, and the label export as a labels file)."""
 
 import dataclasses
@@ -113,6 +113,7 @@ def test_incremental_numbers_equal_the_engine_on_the_same_labels(researcher, sch
     for _ in range(3):  # compare mid-collection several times, not only at the end
         if not _random_labels(campaign, workers, rng, rng.randint(n_prompts, n_prompts * k // 3), values):
             break
+        audit_services.stats_fold(campaign_id=campaign.pk)  # every label since the last fold, at once
         totals = audit_selectors.campaign_totals(campaign_id=campaign.pk)
         quick = audit_selectors.quick_audit_data(campaign=campaign, totals=totals)
 
@@ -138,6 +139,8 @@ def test_incremental_numbers_equal_the_engine_on_the_same_labels(researcher, sch
 
 
 def _stats_rows(campaign):
+    """The statistics as stored, the labels that wait folded first (as the quick run reads them)."""
+    audit_services.stats_fold(campaign_id=campaign.pk)
     return (
         sorted(
             WorkerAuditStats.objects.filter(campaign=campaign).values_list(
@@ -181,10 +184,12 @@ def test_a_changed_binarization_map_rebuilds_the_statistics(researcher):
     )
     workers = [sim_worker() for _ in range(4)]
     _random_labels(campaign, workers, rng, 8, [1, 2, 3, 4])
+    audit_services.stats_fold(campaign_id=campaign.pk)
     campaign = services.campaign_update(campaign=campaign, binarization={"1": 0, "2": 1, "3": 1, "4": 1})
     _random_labels(campaign, workers, rng, 4, [1, 2, 3, 4])
+    assert audit_services.stats_fold(campaign_id=campaign.pk) == 0  # built on the old map: left to the rebuild
     stats = AuditStats.objects.get(campaign=campaign)
-    assert stats.needs_rebuild and audit_selectors.campaign_totals(campaign_id=campaign.pk).n_labels == 12
+    assert stats.needs_rebuild and audit_selectors.campaign_totals(campaign_id=campaign.pk).n_labels == 8
     audit_services.audit_refresh(campaign_id=campaign.pk)  # the task rebuilds, then audits
     stats.refresh_from_db()
     assert not stats.needs_rebuild and stats.audited_labels == 12
@@ -215,6 +220,7 @@ def test_void_labels_leave_the_audit_and_later_labels_fold_in_again(researcher):
     assert full.watermark == 15 and full.data["computed_on"]["watermark"] == 15
 
     _random_labels(campaign, workers, rng, 6, [1, 2, 3, 4])  # folded incrementally after the rebuild
+    assert audit_services.stats_fold(campaign_id=campaign.pk) == 6
     totals = audit_selectors.campaign_totals(campaign_id=campaign.pk)
     matrix, watermark = audit_selectors.campaign_label_matrix(campaign=campaign)
     assert watermark == totals.n_labels == 21
@@ -268,8 +274,8 @@ def test_a_map_changed_with_no_label_after_it_still_reaches_the_audit(
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_labels_lose_no_update(researcher):
-    """Workers submitting at the same time (threads, one connection each): the statistics still equal
-    a rebuild from the labels, and the watermark counts every label."""
+    """Workers submitting at the same time while folds run (threads, one connection each): the
+    statistics still equal a rebuild from the labels, and the watermark counts every label once."""
     import threading
 
     from django.db import connection
@@ -294,12 +300,28 @@ def test_concurrent_labels_lose_no_update(researcher):
         finally:
             connection.close()
 
+    folded, crowd_done = [], threading.Event()
+
+    def folds():  # two quick runs' folds at once, as often as they go, while the crowd labels
+        try:
+            while not crowd_done.is_set():
+                folded.append(audit_services.stats_fold(campaign_id=campaign.pk))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
     threads = [threading.Thread(target=crowd, args=(w, i)) for i, w in enumerate(workers)]
-    for t in threads:
+    folders = [threading.Thread(target=folds) for _ in range(2)]
+    for t in threads + folders:
         t.start()
     for t in threads:
         t.join()
+    crowd_done.set()
+    for t in folders:
+        t.join()
     assert not errors, errors
+    assert sum(folded) > 0 and len([n for n in folded if n]) > 1  # the labels came in several folds
     n = campaign.labels.count()
     assert n >= 50
     incremental = _stats_rows(campaign)

@@ -1,6 +1,6 @@
 """Worker quality from its sufficient statistics equals the full recomputation from the labels: after
 random label sequences with controls, exclusions and inclusions, void labels and invalid values, the
-quick run's table (``worker_quality``, kept per label and folded per run) is the one read from every
+quick run's table (``worker_quality``, folded per run) is the one read from every
 label (``worker_quality_from_labels``), counts and medians exactly, the bias to 1e-12; and a rebuild
 from the labels stores the very statistics the labels kept."""
 
@@ -19,7 +19,7 @@ from audits import services as audit_services
 from audits.models import (
     AuditStats,
     LabelSeconds,
-    WorkerBiasDelta,
+    PendingLabel,
     WorkerBiasStats,
     WorkerQualityStats,
     WorkerValueCount,
@@ -70,7 +70,9 @@ def _label(campaign, workers, rng, n_labels, values):
 
 
 def _refresh_stats(campaign):
-    """What the quick run does before it reads: rebuild statistics marked stale."""
+    """What the quick run does before it reads: fold the labels since the last fold, then rebuild
+    statistics marked stale."""
+    audit_services.stats_fold(campaign_id=campaign.pk)
     if AuditStats.objects.get(campaign=campaign).needs_rebuild:
         audit_services.stats_rebuild(campaign_id=campaign.pk)
 
@@ -160,7 +162,7 @@ def test_incremental_worker_quality_equals_the_full_recomputation(researcher, sc
             elif event == "void":
                 label = rng.choice(list(campaign.labels.filter(voided_at__isnull=True)))
                 services.label_void(label_id=label.pk, reason="returned")
-            elif event == "fold":  # labels keep folding without a run in between
+            elif event == "fold":  # labels keep coming without a fold: the next one takes them all at once
                 continue
             _refresh_stats(campaign)
             _assert_same_table(campaign)
@@ -169,7 +171,7 @@ def test_incremental_worker_quality_equals_the_full_recomputation(researcher, sc
     table = _assert_same_table(campaign)
     assert table["watermark"] == campaign.labels.filter(voided_at__isnull=True).count()
     assert checked >= 2
-    assert not WorkerBiasDelta.objects.filter(campaign=campaign).exists()  # every delta folded once
+    assert not PendingLabel.objects.filter(campaign=campaign).exists()  # every label folded once
     assert Prompt.objects.filter(campaign=campaign, is_control=True).exists()
 
 
@@ -191,7 +193,7 @@ def test_a_rebuild_stores_what_the_labels_kept(researcher):
     audit_services.stats_rebuild(campaign_id=campaign.pk)
     with mock.patch.object(controls, "random", rng):
         _label(campaign, workers, rng, 12, [1, 2, 3, 4])  # the excluded worker's labels fold with k others
-    audit_selectors.worker_quality(campaign=campaign)  # folds the deltas
+    audit_services.stats_fold(campaign_id=campaign.pk)
     incremental = _stored(campaign)
     assert incremental[0] and incremental[2]
     audit_services.stats_rebuild(campaign_id=campaign.pk)
@@ -204,6 +206,9 @@ def test_a_refresh_reads_the_statistics_not_the_labels(researcher, django_assert
     workers = [sim_worker() for _ in range(5)]
     with mock.patch.object(controls, "random", rng):
         _label(campaign, workers, rng, 24, [0, 1])
+    # The fold takes the 24 labels in a constant number of statements (a few per table, not per label).
+    with django_assert_max_num_queries(30):
+        assert audit_services.stats_fold(campaign_id=campaign.pk) == 24
     # A constant number of queries over per-worker rows; the first read also counts the label seconds
     # (the campaign median has no anchor yet: audits.quality_tables.campaign_median_seconds).
     with django_assert_max_num_queries(14):
