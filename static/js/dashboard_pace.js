@@ -34,13 +34,20 @@
     }
   }
 
+  function read() {
+    fetch(node.dataset.progressUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+      .then(say)
+      .catch(function () {  // the dashboard draws only when its numbers change: try again on our own
+        last = 0;
+        if (!document.hidden) window.setTimeout(read, 2000);
+      });
+  }
+
   dashboard.sections.push(function () {
     var now = Date.now();
     if (now - last < EVERY_MS) return;
     last = now;
-    fetch(node.dataset.progressUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (p) { if (p) say(p); })
-      .catch(function () { /* the next draw tries again */ });
+    read();
   });
 })();
