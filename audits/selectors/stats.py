@@ -93,8 +93,13 @@ class LabelStats:
 
 def stats_from_labels(*, campaign: Campaign) -> LabelStats:
     """The statistics ``services.stats_fold`` keeps, recomputed from the audited labels (one query)."""
-    schema = campaign.label_schema
     rows = Label.objects.audited().filter(campaign=campaign).values_list("worker_id", "prompt_id", "value")
+    return label_stats_of(campaign.label_schema, rows)
+
+
+def label_stats_of(schema, rows) -> LabelStats:
+    """The statistics of audited labels given as ``(worker id, prompt id, value)`` rows: of a whole
+    campaign (:func:`stats_from_labels`), or of the labels one fold adds (``services.stats_fold``)."""
     n_labels, workers, units, totals = 0, {}, {}, [0, 0, 0.0, 0.0]
     for worker_id, prompt_id, value in rows:
         n_labels += 1

@@ -207,29 +207,11 @@ def _fold(campaign: Campaign, scale: dict) -> tuple[int, bool]:
 
 def _noise_fold(campaign: Campaign, labels: list[FoldLabel], excluded: set) -> None:
     """The fold's noise statistics: per worker, per unit (with its move between states) and shard 0."""
-    schema = campaign.label_schema
     audited = [label for label in labels if not label.is_control and label.worker_id not in excluded]
-    workers: dict[int, list] = {}
-    added: dict[tuple, list] = {}  # (prompt, option) → [count, sum, sumsq] of the fold's values
-    totals = [0, 0, 0.0, 0.0]  # scaled values, invalid values, sum, sum of squares
-    for label in audited:
-        w = workers.setdefault(label.worker_id, [0, 0, 0, 0.0, 0.0])
-        w[0] += 1
-        for option, scaled in selectors.label_units(schema, label.value):
-            if scaled is None:
-                w[2] += 1
-                totals[1] += 1
-                continue
-            w[1] += 1
-            w[3] += scaled
-            w[4] += scaled * scaled
-            u = added.setdefault((label.prompt_id, option), [0, 0.0, 0.0])
-            u[0] += 1
-            u[1] += scaled
-            u[2] += scaled * scaled
-            totals[0] += 1
-            totals[2] += scaled
-            totals[3] += scaled * scaled
+    fold = selectors.label_stats_of(
+        campaign.label_schema, [(label.worker_id, label.prompt_id, label.value) for label in audited]
+    )
+    workers, added, totals = fold.workers, fold.units, fold.totals  # added: the fold's values per unit
     upsert(
         WorkerAuditStats,
         ("campaign_id", "worker_id"),
