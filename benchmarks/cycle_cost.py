@@ -9,7 +9,7 @@ One command::
 
 In one process (Django's test client: no HTTP, no concurrency, no server), on a fresh database (a
 SQLite file in a temporary folder, or --db postgres: a database created on --postgres and dropped at
-the end) with production settings (``stack.chorus_env``; the embedded broker, no Celery worker: the
+the end, with Redis for the cache and the broker as in production: --redis, a database it empties) with production settings (``stack.chorus_env``; the embedded broker, no Celery worker: the
 audit run each submit schedules stays queued), one launched campaign (--prompts binary prompts, k =
 --k) and, for each path, a new worker doing next-task + submit cycles:
 
@@ -80,6 +80,9 @@ def measure(args) -> dict:
 
         database = f"chorus_cycle_{uuid.uuid4().hex[:8]}"
         settings["DATABASE_URL"] = args.postgres.rsplit("/", 1)[0] + "/" + database
+        # Production's stack: the audit's debounce is one Redis command, its run a Redis message.
+        settings["REDIS_URL"] = settings["CELERY_BROKER_URL"] = args.redis
+        _redis_flush(args.redis)
         with psycopg.connect(args.postgres, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{database}"')
     os.environ.update(chorus_env(workdir, **settings))
@@ -102,6 +105,15 @@ def measure(args) -> dict:
 
             with psycopg.connect(args.postgres, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            _redis_flush(args.redis)
+
+
+def _redis_flush(url: str) -> None:
+    """Empty the benchmark's own Redis database (--redis): no debounce key or queued audit run of an
+    earlier run is left to change this one's work."""
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
 
 
 def _cycles(args) -> dict:
@@ -243,7 +255,8 @@ def _breakdown(profiler: cProfile.Profile, cycles: int) -> dict[str, dict[str, f
 def run_tree(args, repo: Path) -> dict:
     """This script, measuring the tree at ``repo``, in a fresh process."""
     argv = [sys.executable, str(Path(__file__).resolve()), "--measure", "--repo", str(repo), "--json"]
-    argv += ["--db", args.db, "--postgres", args.postgres, "--prompts", str(args.prompts), "--k", str(args.k)]
+    argv += ["--db", args.db, "--postgres", args.postgres, "--redis", args.redis]
+    argv += ["--prompts", str(args.prompts), "--k", str(args.k)]
     argv += ["--cycles", str(args.cycles), "--count-cycles", str(args.count_cycles), "--warmup", str(args.warmup)]
     argv += ["--paths", ",".join(args.paths)] + (["--profile"] if args.profile else [])
     done = subprocess.run(argv, check=True, capture_output=True, text=True)
@@ -281,6 +294,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument(
+        "--redis", default="redis://127.0.0.1:6379/14", help="with --db postgres; a database it empties"
+    )
     parser.add_argument("--prompts", type=int, default=2000)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--cycles", type=int, default=200, help="timed cycles per path")

@@ -179,7 +179,7 @@ CHORUS_AUDIT = {
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "config.redis_cache.RedisCache",  # Django's, one client handle per pool
             "LOCATION": REDIS_URL,
             # A hung Redis must not hold up a label submission (audit debouncing uses the cache).
             "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 1},
