@@ -7,10 +7,11 @@ One command::
     .venv/bin/python benchmarks/cycle_cost.py --against HEAD~1       # A/B: HEAD~1 then this tree, alternating
     .venv/bin/python benchmarks/cycle_cost.py --db postgres --profile
 
-In one process (Django's test client: no HTTP, no concurrency, no server), on a fresh database (a
-SQLite file in a temporary folder, or --db postgres: a database created on --postgres and dropped at
-the end, with Redis for the cache and the broker as in production: --redis, a database it empties) with production settings (``stack.chorus_env``; the embedded broker, no Celery worker: the
-audit run each submit schedules stays queued), one launched campaign (--prompts binary prompts, k =
+In one process (Django's test client: no HTTP, no concurrency, no server), with production settings
+(``stack.chorus_env``), on a fresh database: a SQLite file in a temporary folder with the embedded
+broker, or --db postgres: a database created on --postgres and dropped at the end, with Redis for the
+cache and the broker as in production (--redis, a database it empties). No Celery worker: the audit run
+each submit schedules stays queued. One launched campaign (--prompts binary prompts, k =
 --k) and, for each path, a new worker doing next-task + submit cycles:
 
 * ``api``: the REST API with a token (POST next-task, POST submit);
