@@ -14,18 +14,15 @@ from __future__ import annotations
 
 from functools import cache
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 
 
+@cache
 def quote(name: str) -> str:
     # Remembered: the worker loop's statements are assembled on every request, and quoting went through
-    # the connection's proxies each time (a few % of the API cycle's CPU).
-    return _quoted(connection.vendor, name)
-
-
-@cache
-def _quoted(vendor: str, name: str) -> str:
+    # the connection's proxies each time (a few % of the API cycle's CPU). A process has one database
+    # (settings.DATABASES), as ``Columns.sql`` already assumes.
     return connection.ops.quote_name(name)
 
 
@@ -48,25 +45,26 @@ class Columns:
     def __len__(self) -> int:
         return len(self.fields)
 
-    def _converters_for(self) -> list:
-        converters = self._converters.get(connection.vendor)
+    def _converters_for(self, db) -> list:
+        converters = self._converters.get(db.vendor)
         if converters is None:
             converters = []
             for i, field in enumerate(self.fields):
                 column = field.get_col(self.alias)
-                functions = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+                functions = db.ops.get_db_converters(column) + column.get_db_converters(db)
                 if functions:
                     converters.append((i, column, functions))
-            self._converters[connection.vendor] = converters
+            self._converters[db.vendor] = converters
         return converters
 
     def load(self, values) -> Model:
         """The model instance of these values (in ``sql``'s order), as a queryset would return it."""
+        db = connections[DEFAULT_DB_ALIAS]  # the connection itself: each use of the proxy costs a lookup
         values = list(values)
-        for i, column, functions in self._converters_for():
+        for i, column, functions in self._converters_for(db):
             for function in functions:
-                values[i] = function(values[i], column, connection)
-        return self.model.from_db(connection.alias, self.attnames, values)
+                values[i] = function(values[i], column, db)
+        return self.model.from_db(db.alias, self.attnames, values)
 
 
 def for_update(alias: str, *, skip_locked: bool = False) -> str:
