@@ -137,7 +137,8 @@ class PromptRetireApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         prompts = serializers.ListField(
-            child=serializers.IntegerField(min_value=1),
+            # The largest id a row can have (BigAutoField): a larger number is a 400, not the database's error.
+            child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
             min_length=1,
             max_length=MAX_IDS_AT_ONCE,
             help_text="The prompts' ids in Chorus (the list's id).",

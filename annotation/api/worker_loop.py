@@ -12,7 +12,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import selectors, services
+from annotation import services
 from annotation.models.campaigns import MAX_ANSWER_LENGTH
 from annotation.models.prompts import MAX_OPTIONS
 
@@ -57,9 +57,7 @@ class NextTaskApi(APIView):
 
     @extend_schema(request=None, responses={200: OutputSerializer})
     def post(self, request, slug: str):
-        campaign = selectors.campaign_for_workers(slug=slug, user=request.user)
-        worker = services.worker_for_user(user=request.user)
-        lease = services.lease_acquire(campaign=campaign, worker=worker)
+        lease = services.lease_acquire_by_slug(slug=slug, user=request.user)
         if isinstance(lease, services.NothingLeft):
             body = {"lease": None, "code": lease.code, "message": lease.reason}
         else:

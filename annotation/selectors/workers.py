@@ -261,6 +261,17 @@ def _user_with_worker(row, users: Columns, workers: Columns):
     return user
 
 
+def native_worker_of(*, user) -> Worker | None:
+    """A signed-in user's native worker identity, or None when they have none yet (nothing is created:
+    ``services.worker_for_user`` creates it). No query when the request read the user with it
+    (``_user_with_worker``: the API's token and the session's user)."""
+    if "worker" in user._state.fields_cache:
+        worker = user._state.fields_cache["worker"]
+        if worker is None or (worker.channel == Worker.NATIVE and worker.external_id == str(user.pk)):
+            return worker
+    return Worker.objects.filter(channel=Worker.NATIVE, external_id=str(user.pk)).first()
+
+
 def _native_worker_join() -> str:
     return f"LEFT JOIN {table(Worker)} w ON w.user_id = u.id AND w.channel = %s"
 

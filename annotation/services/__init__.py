@@ -1,7 +1,16 @@
 """Every write of the annotation app. Views, the API, commands and tasks call these; nothing else writes."""
 
 from .accounts import account_create, api_token_get_or_create
-from .assignment import LabelAck, NothingLeft, label_submit, label_void, lease_acquire, lease_heartbeat, lease_release
+from .assignment import (
+    LabelAck,
+    NothingLeft,
+    label_submit,
+    label_void,
+    lease_acquire,
+    lease_acquire_by_slug,
+    lease_heartbeat,
+    lease_release,
+)
 from .campaigns import campaign_copy, campaign_create, campaign_transition, campaign_update
 from .errors import CampaignStateError, LabelRefused, LeaseRefused, NotLeased, ServiceError
 from .invitations import Acceptance, InvitationTaken, invitation_accept, invitation_revoke, invitations_create
@@ -35,6 +44,7 @@ __all__ = [
     "label_submit",
     "label_void",
     "lease_acquire",
+    "lease_acquire_by_slug",
     "lease_heartbeat",
     "lease_release",
     "prompts_check",

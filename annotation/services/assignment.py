@@ -26,10 +26,19 @@ from django.utils import timezone
 from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.rows import Columns, datetime_param, execute, fetch, for_update, table
 from annotation.schemas import LabelValueError
-from annotation.selectors import BLOCKED, BLOCKED_REASON, refusal_before_slots, worker_label_count, worker_lease
+from annotation.selectors import (
+    BLOCKED,
+    BLOCKED_REASON,
+    campaign_for_workers,
+    native_worker_of,
+    refusal_before_slots,
+    worker_label_count,
+    worker_lease,
+)
 from annotation.services.adaptive import prompt_stop_decide
 from annotation.services.controls import control_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
+from annotation.services.workers import worker_for_user
 from audits.hook import audit_stats_invalidate, label_stats_add
 
 # What a worker hears of a prompt the researchers retired while it was on their screen.
@@ -43,6 +52,7 @@ class NothingLeft:
     reason: str
     code: str
     worker_labels: int = 0  # the worker's labels in this campaign, as lease_acquire read them
+    campaign: Campaign | None = None  # as lease_acquire read it, under the worker's lock
 
 
 @dataclass(frozen=True)
@@ -103,17 +113,19 @@ def _candidates(campaign: Campaign, worker: Worker, now: datetime):
             yield slot
 
 
-def _participation_locked(*, campaign_id: int, worker_id: int, now: datetime):
-    """The worker's Participation row in the campaign, locked, as ``(n_labels, blocked, holds a live
-    lease, the campaign)``; None when the worker has none yet. The campaign is read after the lock was
-    granted, so a pause or a grown k that committed while this request waited for it is seen."""
+def _participation_locked(*, worker_id: int, now: datetime, campaign_id: int | None = None, slug: str = ""):
+    """The worker's Participation row in the campaign of this id or slug, locked, as ``(n_labels,
+    blocked, holds a live lease, the campaign)``; None when the worker has none yet. The campaign is read
+    after the lock was granted, so a pause or a grown k that committed while this request waited for it
+    is seen."""
+    campaign = ("pa.campaign_id", campaign_id) if campaign_id is not None else ("c.slug", slug)
     rows = fetch(
         f"SELECT pa.n_labels, pa.blocked_at, EXISTS (SELECT 1 FROM {table(Lease)} l "
         f"JOIN {table(Prompt)} p ON p.id = l.prompt_id WHERE l.campaign_id = pa.campaign_id "
         "AND l.worker_id = pa.worker_id AND l.status = %s AND l.expires_at > %s AND p.retired_at IS NULL), "
         f"{_CAMPAIGN.sql} FROM {table(Participation)} pa JOIN {table(Campaign)} c ON c.id = pa.campaign_id "
-        "WHERE pa.campaign_id = %s AND pa.worker_id = %s" + for_update("pa"),
-        [Lease.Status.ACTIVE, datetime_param(now), campaign_id, worker_id],
+        f"WHERE {campaign[0]} = %s AND pa.worker_id = %s" + for_update("pa"),
+        [Lease.Status.ACTIVE, datetime_param(now), campaign[1], worker_id],
     )
     if not rows:
         return None
@@ -156,33 +168,60 @@ def lease_acquire(*, campaign: Campaign, worker: Worker) -> Lease | NothingLeft:
     with transaction.atomic(durable=True):
         now = timezone.now()
         participation = _participation_locked(campaign_id=campaign.pk, worker_id=worker.pk, now=now)
+        return _lease_under_lock(participation or _participation_first(campaign.pk, worker), worker, now)
+
+
+def lease_acquire_by_slug(*, slug: str, user) -> Lease | NothingLeft:
+    """``lease_acquire`` for the signed-in ``user``'s native worker, on a worker-facing URL that names its
+    campaign by slug, with ``campaign_for_workers``'s 404 for a campaign ``user`` may not see. The
+    campaign is found with the worker's locked Participation row, so a worker who already takes part
+    costs no read of it of its own (the API's and the task pages' next task); on their first request,
+    or for an unknown slug, ``campaign_for_workers`` decides first, and a 404 creates no worker."""
+    worker = native_worker_of(user=user)
+    if worker is None:
+        campaign = campaign_for_workers(slug=slug, user=user)
+        return lease_acquire(campaign=campaign, worker=worker_for_user(user=user))
+    with transaction.atomic(durable=True):
+        now = timezone.now()
+        participation = _participation_locked(slug=slug, worker_id=worker.pk, now=now)
         if participation is None:
-            # The worker's first request: the row is inserted (a row this transaction inserts is as locked
-            # as one it selected FOR UPDATE), and the campaign read on its own, under that lock.
-            Participation.objects.get_or_create(campaign_id=campaign.pk, worker=worker)
-            done, blocked, holds_lease, campaign = 0, False, False, Campaign.objects.get(pk=campaign.pk)
-        else:
-            done, blocked, holds_lease, campaign = participation
-        existing = _live_lease(campaign=campaign, worker=worker, now=now) if holds_lease else None
-        if existing is not None:
-            existing.worker_labels = done
-            return existing
-        refusal = refusal_before_slots(campaign=campaign, done=done, blocked=blocked)
-        if refusal is not None:
-            return NothingLeft(refusal.reason, refusal.code, worker_labels=done)
-        expires_at = now + timedelta(seconds=campaign.lease_seconds)
-        control = control_lease(campaign=campaign, worker=worker, done=done, now=now, expires_at=expires_at)
-        if control is not None:
-            control.worker_labels = done
-            return control
-        for slot in _candidates(campaign, worker, now):
-            lease = _lease_slot(slot=slot, worker=worker, now=now, expires_at=expires_at)
-            if lease is not None:
-                lease.campaign = campaign
-                lease.worker_labels = done
-                return lease
-        reason = "There is nothing left for you to label in this campaign. Thank you!"
-        return NothingLeft(reason, "nothing_left", worker_labels=done)
+            participation = _participation_first(campaign_for_workers(slug=slug, user=user).pk, worker)
+        elif participation[3].launched_at is None:
+            campaign_for_workers(slug=slug, user=user)  # never launched: only those who manage it, else 404
+        return _lease_under_lock(participation, worker, now)
+
+
+def _participation_first(campaign_id: int, worker: Worker):
+    """``_participation_locked``'s answer on the worker's first request: the row is inserted (a row this
+    transaction inserts is as locked as one it selected FOR UPDATE), and the campaign read on its own,
+    under that lock."""
+    Participation.objects.get_or_create(campaign_id=campaign_id, worker=worker)
+    return 0, False, False, Campaign.objects.get(pk=campaign_id)
+
+
+def _lease_under_lock(participation, worker: Worker, now: datetime) -> Lease | NothingLeft:
+    """lease_acquire's decision, under the worker's Participation row lock (``_participation_locked``)."""
+    done, blocked, holds_lease, campaign = participation
+    existing = _live_lease(campaign=campaign, worker=worker, now=now) if holds_lease else None
+    if existing is not None:
+        existing.worker_labels = done
+        return existing
+    refusal = refusal_before_slots(campaign=campaign, done=done, blocked=blocked)
+    if refusal is not None:
+        return NothingLeft(refusal.reason, refusal.code, worker_labels=done, campaign=campaign)
+    expires_at = now + timedelta(seconds=campaign.lease_seconds)
+    control = control_lease(campaign=campaign, worker=worker, done=done, now=now, expires_at=expires_at)
+    if control is not None:
+        control.worker_labels = done
+        return control
+    for slot in _candidates(campaign, worker, now):
+        lease = _lease_slot(slot=slot, worker=worker, now=now, expires_at=expires_at)
+        if lease is not None:
+            lease.campaign = campaign
+            lease.worker_labels = done
+            return lease
+    reason = "There is nothing left for you to label in this campaign. Thank you!"
+    return NothingLeft(reason, "nothing_left", worker_labels=done, campaign=campaign)
 
 
 def _lease_slot(*, slot: Slot, worker: Worker, now: datetime, expires_at: datetime) -> Lease | None:

@@ -1,6 +1,7 @@
 from django.db import IntegrityError, transaction
 
 from annotation.models import Worker
+from annotation.selectors import native_worker_of
 
 
 def worker_get_or_create(*, channel: str, external_id: str, user=None) -> Worker:
@@ -21,15 +22,9 @@ def worker_get_or_create(*, channel: str, external_id: str, user=None) -> Worker
 
 
 def worker_for_user(*, user) -> Worker:
-    """A signed-in user's native worker identity.
-
-    No query when the request read the user with it (``select_related("worker")``: the API's token
-    authentication and the session's user backend do, ``annotation.api.auth`` and
-    ``annotation.throttling``); otherwise the lookup of ``worker_get_or_create``."""
-    try:
-        worker = user.worker if "worker" in user._state.fields_cache else None
-    except Worker.DoesNotExist:  # read with the user, and there is none yet
-        worker = None
-    if worker is not None and worker.channel == Worker.NATIVE and worker.external_id == str(user.pk):
+    """A signed-in user's native worker identity, created on first use (``selectors.native_worker_of``:
+    no query when the request read the user with it)."""
+    worker = native_worker_of(user=user)
+    if worker is not None:
         return worker
     return worker_get_or_create(channel=Worker.NATIVE, external_id=str(user.pk), user=user)

@@ -50,11 +50,14 @@ def worker_campaign(request, slug):
 
 @login_required
 def worker_next(request, slug):
-    campaign = selectors.campaign_for_workers(slug=slug, user=request.user)
-    worker = services.worker_for_user(user=request.user)
-    result = services.lease_acquire(campaign=campaign, worker=worker)
+    result = services.lease_acquire_by_slug(slug=slug, user=request.user)
     if isinstance(result, services.NothingLeft):
-        context = {"campaign": campaign, "reason": result.reason, "code": result.code, "done": result.worker_labels}
+        context = {
+            "campaign": result.campaign,
+            "reason": result.reason,
+            "code": result.code,
+            "done": result.worker_labels,
+        }
         return render(request, "annotation/nothing_left.html", context)
     return redirect("worker_task", slug=slug, lease_id=result.pk)
 

@@ -70,6 +70,8 @@ def test_retire_and_unretire_all_or_nothing(make_campaign, researcher, api):
     assert Activity.objects.filter(campaign=campaign, verb="prompts.unretired").count() == 1
     assert_error(client.post(f"{base(campaign)}retire/", {"prompts": []}, format="json"), 400, "invalid")
     assert_error(client.post(f"{base(campaign)}retire/", {"prompts": ["p0"]}, format="json"), 400, "invalid")
+    # Beyond any row's id (a 64-bit integer): refused as input, not left to the database (it was a 500).
+    assert_error(client.post(f"{base(campaign)}retire/", {"prompts": [2**64]}, format="json"), 400, "invalid")
 
 
 def test_a_draft_refuses_with_409(make_campaign, researcher, api):
