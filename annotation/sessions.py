@@ -1,7 +1,14 @@
 """The session engine (``SESSION_ENGINE``): Django's database sessions, read with one hand-written
-statement (``annotation.rows``), since every page a signed-in worker opens reads its session."""
+statement (``annotation.rows``), since every page a signed-in worker opens reads its session.
 
-from django.contrib.sessions.backends import db
+With Redis (production), Django's cached sessions: every page reads its session from Redis, and the
+database only when Redis has forgotten it; every write goes to both (Django's ``cached_db``, so a
+signed-out session is gone from both at once). The embedded default's cache is the database itself,
+where that would read twice, so it reads the database alone.
+"""
+
+from django.conf import settings
+from django.contrib.sessions.backends import cached_db, db
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
@@ -10,7 +17,7 @@ from annotation.rows import Columns, datetime_param, fetch, table
 _SESSION = Columns(Session, "s")
 
 
-class SessionStore(db.SessionStore):
+class _HandWrittenRead:
     def _get_session_from_db(self):
         """As Django's: the unexpired session of this key, or None (and the key forgotten)."""
         rows = fetch(
@@ -21,3 +28,14 @@ class SessionStore(db.SessionStore):
             self._session_key = None
             return None
         return _SESSION.load(rows[0])
+
+
+class DatabaseSessionStore(_HandWrittenRead, db.SessionStore):
+    pass
+
+
+class CachedSessionStore(_HandWrittenRead, cached_db.SessionStore):
+    pass
+
+
+SessionStore = CachedSessionStore if settings.REDIS_URL else DatabaseSessionStore

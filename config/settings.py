@@ -52,7 +52,8 @@ INSTALLED_APPS = [
     "audits",
 ]
 
-# Django's database sessions, read with one hand-written statement (annotation/sessions.py).
+# Django's database sessions (cached in Redis where it is set), read with one hand-written statement
+# (annotation/sessions.py).
 SESSION_ENGINE = "annotation.sessions"
 
 MIDDLEWARE = [
