@@ -301,7 +301,7 @@ def empty_campaigns() -> None:
 @dataclass
 class Tally:
     lock: threading.Lock = field(default_factory=threading.Lock)
-    samples: list = field(default_factory=list)  # (endpoint, started, seconds)
+    samples: list = field(default_factory=list)  # (endpoint, started, seconds, HTTP status)
     acks: dict = field(default_factory=dict)  # label id -> (token key, client token, value)
     outcomes: dict = field(default_factory=dict)
 
@@ -319,7 +319,7 @@ def client(base: str, slug: str, key: str, tally: Tally, stop: threading.Event, 
         started = time.perf_counter()
         response = session.post(base + path, json=body, timeout=60)
         with tally.lock:
-            tally.samples.append((endpoint, started, time.perf_counter() - started))
+            tally.samples.append((endpoint, started, time.perf_counter() - started, response.status_code))
         return response
 
     while not stop.is_set():
@@ -563,15 +563,19 @@ def run_window(args, tree: tuple[str, Path], slug: str, keys: list[str], stack: 
     samples = tally.samples[seen:]
 
     def window(endpoint):
-        return [s for e, t, s in samples if e == endpoint and t >= window_start and t + s <= window_end]
+        return [
+            (s, status) for e, t, s, status in samples if e == endpoint and window_start <= t and t + s <= window_end
+        ]
 
     submits = window("submit")
     return Window(
         tree=name,
         window=window_end - window_start,
-        cycles=len(submits),
-        next_task=percentiles(window("next-task")),
-        submit=percentiles(submits),
+        # A cycle is a label acknowledged: a tree that answers errors (say, a revision whose code does not
+        # match the database's schema) serves no cycles, however fast it answers.
+        cycles=sum(status in (200, 201) for _, status in submits),
+        next_task=percentiles([s for s, _ in window("next-task")]),
+        submit=percentiles([s for s, _ in submits]),
         cpu=meter.used,
         outcomes={k: v - outcomes_before.get(k, 0) for k, v in sorted(tally.outcomes.items())},
         load=load,
