@@ -5,6 +5,7 @@ files. Fixtures are in tests/conftest.py."""
 import io
 import itertools
 import json
+import threading
 from dataclasses import dataclass
 
 import pandas as pd
@@ -80,6 +81,24 @@ def jsonl(*rows) -> bytes:
 
 
 # --- labeling -----------------------------------------------------------------------------------------
+
+
+def db_thread(target, errors: list) -> threading.Thread:
+    """``target`` started in a thread of its own, on a database connection of its own (closed when it
+    ends). What it raises goes into ``errors``, which the test asserts empty: an exception in a thread
+    fails no test by itself."""
+
+    def run():
+        try:
+            target()
+        except Exception as exc:  # reported through errors
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
 
 
 def sim_worker(prefix: str = "s"):

@@ -435,15 +435,13 @@ def _slot_fill(*, lease: Lease) -> tuple[bool, int]:
     prompt's open slots, which it locks: whether the slot was filled, and how many stay open. The
     condition on the slot's lease is re-checked under its row lock (PostgreSQL re-reads a row it waited
     for): a slot that changed hands since the lease expired is not filled."""
-    table = connection.ops.quote_name(Slot._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET filled = (CASE WHEN id = %s AND lease_id = %s THEN TRUE ELSE FALSE END), "
-            "priority = priority + (CASE WHEN id = %s AND lease_id = %s THEN 0 ELSE 1 END) "
-            "WHERE prompt_id = %s AND NOT filled RETURNING filled",
-            [lease.slot_id, lease.pk, lease.slot_id, lease.pk, lease.prompt_id],
-        )
-        states = [bool(filled) for (filled,) in cursor.fetchall()]
+    rows = fetch(
+        f"UPDATE {table(Slot)} SET filled = (CASE WHEN id = %s AND lease_id = %s THEN TRUE ELSE FALSE END), "
+        "priority = priority + (CASE WHEN id = %s AND lease_id = %s THEN 0 ELSE 1 END) "
+        "WHERE prompt_id = %s AND NOT filled RETURNING filled",
+        [lease.slot_id, lease.pk, lease.slot_id, lease.pk, lease.prompt_id],
+    )
+    states = [bool(filled) for (filled,) in rows]
     return any(states), states.count(False)
 
 
@@ -451,17 +449,15 @@ def _participation_count_label(*, campaign_id: int, worker_id: int) -> tuple[int
     """Count one label more on the worker's Participation row (locking it) and read it back: the new
     label count and whether the worker is blocked. One ``UPDATE ... RETURNING`` (PostgreSQL, SQLite
     >= 3.35) where a locked read and a write were two; the ORM's update() returns no columns."""
-    table = connection.ops.quote_name(Participation._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET n_labels = n_labels + 1 WHERE campaign_id = %s AND worker_id = %s "
-            "RETURNING n_labels, blocked_at",  # not "IS NOT NULL": SQLite 3.40 answers 1 to it here
-            [campaign_id, worker_id],
-        )
-        row = cursor.fetchone()
-    if row is None:  # a lease is only ever made under the worker's Participation row
+    rows = fetch(
+        f"UPDATE {table(Participation)} SET n_labels = n_labels + 1 WHERE campaign_id = %s AND worker_id = %s "
+        "RETURNING n_labels, blocked_at",  # not "IS NOT NULL": SQLite 3.40 answers 1 to it here
+        [campaign_id, worker_id],
+    )
+    if not rows:  # a lease is only ever made under the worker's Participation row
         raise Participation.DoesNotExist(f"No participation of worker {worker_id} in campaign {campaign_id}.")
-    return row[0], row[1] is not None
+    n_labels, blocked_at = rows[0]
+    return n_labels, blocked_at is not None
 
 
 def label_void(*, label_id: int, reason: str) -> Label:

@@ -26,7 +26,7 @@ from audits.models import (
     UnitStateCount,
     WorkerAuditStats,
 )
-from audits.quality_tables import median_anchor_shift, upsert
+from audits.quality_tables import median_anchor_shift, quote, sql, upsert
 from audits.services.quality_stats import (
     folded_labels_sql,
     label_seconds_add,
@@ -66,7 +66,7 @@ def campaign_key_share(campaign_id: int) -> None:
     AuditStats row: an edit of the campaign holds that row, then marks the statistics stale under
     this one, so taking them the other way round could deadlock."""
     if connection.features.has_select_for_update:
-        _sql(f"SELECT 1 FROM {_q(Campaign._meta.db_table)} WHERE id = %s FOR KEY SHARE", [campaign_id])
+        sql(f"SELECT 1 FROM {quote(Campaign._meta.db_table)} WHERE id = %s FOR KEY SHARE", [campaign_id])
 
 
 def _stats_locked(campaign_id: int) -> tuple[dict, bool] | None:
@@ -74,9 +74,9 @@ def _stats_locked(campaign_id: int) -> tuple[dict, bool] | None:
     share lock): the fold's and the rebuild's lock, so they run one at a time per campaign (None
     without a row)."""
     campaign_key_share(campaign_id)
-    stats = _q(AuditStats._meta.db_table)
+    stats = quote(AuditStats._meta.db_table)
     read = f"SELECT scale, needs_rebuild FROM {stats} WHERE campaign_id = %s" + for_update(stats)
-    rows = _sql(read, [campaign_id])
+    rows = sql(read, [campaign_id])
     if not rows:
         return None
     scale, needs_rebuild = rows[0]
@@ -90,24 +90,14 @@ def _disagreement(count: int, total: float, sumsq: float) -> float | None:
     return max(0.0, (count * sumsq - total * total) / (count * count))
 
 
-def _sql(statement: str, params: list) -> list:
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return cursor.fetchall() if cursor.description else []
-
-
-def _q(name: str) -> str:
-    return connection.ops.quote_name(name)
-
-
 def label_stats_add(*, label: Label) -> None:
     """Mark one new counted label for the next fold (``PendingLabel``) and schedule the quick run on
     commit: the one statement the live audit adds to a label's transaction (``label_submit``), whose
     row lock it never waits on. Call it inside that transaction: the label and its mark commit
     together, so the fold sees either both or neither."""
     transaction.on_commit(partial(audit_schedule_recompute, campaign_id=label.campaign_id))
-    _sql(
-        f"INSERT INTO {_q(PendingLabel._meta.db_table)} (label_id, campaign_id) VALUES (%s, %s)",
+    sql(
+        f"INSERT INTO {quote(PendingLabel._meta.db_table)} (label_id, campaign_id) VALUES (%s, %s)",
         [label.pk, label.campaign_id],
     )
 
@@ -171,10 +161,10 @@ def _fold(campaign: Campaign, scale: dict) -> tuple[int, bool]:
         if state[0] != scale:  # the map changed under the statistics: the next run rebuilds them
             AuditStats.objects.filter(campaign_id=campaign.pk).update(needs_rebuild=True)
             return 0, False
-        pending = _q(PendingLabel._meta.db_table)
+        pending = quote(PendingLabel._meta.db_table)
         taken = sorted(
             label_id
-            for (label_id,) in _sql(
+            for (label_id,) in sql(
                 f"DELETE FROM {pending} WHERE label_id IN (SELECT label_id FROM {pending} WHERE campaign_id = %s "
                 "ORDER BY label_id LIMIT %s) RETURNING label_id",
                 [campaign.pk, FOLD_BATCH],
@@ -249,16 +239,16 @@ def _noise_fold(campaign: Campaign, labels: list[FoldLabel], excluded: set) -> N
     complete, prompts = 0, sorted(arrived)
     for start in range(0, len(prompts), 500):
         part = prompts[start : start + 500]
-        counts = _sql(f"SELECT l.prompt_id, COUNT(*) {folded_labels_sql(len(part))} GROUP BY l.prompt_id", part)
+        counts = sql(f"SELECT l.prompt_id, COUNT(*) {folded_labels_sql(len(part))} GROUP BY l.prompt_id", part)
         complete += sum(1 for pk, n in counts if n - arrived[pk] < k <= n)  # its k-th counted label is here
     first = min((label.created_at for label in audited), default=None)
-    shards = _q(AuditStatsShard._meta.db_table)
-    _sql(
-        f"INSERT INTO {shards} (campaign_id, shard, n_labels, n_units, n_invalid, {_q('sum')}, sumsq, "
+    shards = quote(AuditStatsShard._meta.db_table)
+    sql(
+        f"INSERT INTO {shards} (campaign_id, shard, n_labels, n_units, n_invalid, {quote('sum')}, sumsq, "
         f"prompts_complete, first_unaudited_at) VALUES (%s, 0, %s, %s, %s, %s, %s, %s, %s) "
         f"ON CONFLICT (campaign_id, shard) DO UPDATE SET n_labels = {shards}.n_labels + excluded.n_labels, "
         f"n_units = {shards}.n_units + excluded.n_units, n_invalid = {shards}.n_invalid + excluded.n_invalid, "
-        f"{_q('sum')} = {shards}.{_q('sum')} + excluded.{_q('sum')}, sumsq = {shards}.sumsq + excluded.sumsq, "
+        f"{quote('sum')} = {shards}.{quote('sum')} + excluded.{quote('sum')}, sumsq = {shards}.sumsq + excluded.sumsq, "
         f"prompts_complete = {shards}.prompts_complete + excluded.prompts_complete, "
         f"first_unaudited_at = COALESCE({shards}.first_unaudited_at, excluded.first_unaudited_at)",
         [campaign.pk, len(audited), *totals, complete, connection.ops.adapt_datetimefield_value(first)],
@@ -271,14 +261,14 @@ def _states_move(*, campaign_id: int, delta: dict) -> None:
     delta = {state: d for state, d in delta.items() if d}
     if not delta:
         return
-    states = _q(UnitStateCount._meta.db_table)
-    c, t, r = _q("count"), _q("sum"), "sumsq"
+    states = quote(UnitStateCount._meta.db_table)
+    c, t, r = quote("count"), quote("sum"), "sumsq"
     for start in range(0, len(delta), 200):
         part = dict(list(delta.items())[start : start + 200])
         match = " OR ".join(f"({c} = %s AND {t} = %s AND {r} = %s)" for _ in part)
         case = " ".join(f"WHEN {c} = %s AND {t} = %s AND {r} = %s THEN {int(d)}" for d in part.values())
         keys = [x for state in part for x in state]
-        found = _sql(
+        found = sql(
             f"UPDATE {states} SET n_units = n_units + CASE {case} ELSE 0 END "
             f"WHERE campaign_id = %s AND shard = 0 AND ({match}) RETURNING {c}, {t}, {r}",
             [*keys, campaign_id, *keys],

@@ -2,6 +2,7 @@
 folded exactly once, by the transaction that deletes its mark; a fold that fails leaves every mark
 and every statistic as they were; labels that wait for the fold count as behind on the dashboard."""
 
+import threading
 from unittest import mock
 
 import pytest
@@ -13,7 +14,7 @@ from audits.models import LabelSeconds, PendingLabel, WorkerAuditStats, WorkerQu
 from audits.selectors import audit_status
 from audits.services import stats as stats_module
 from tests.clock import later
-from tests.helpers import label_one, sim_worker
+from tests.helpers import db_thread, label_one, sim_worker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -100,10 +101,6 @@ def test_waiting_labels_count_as_behind_and_turn_the_audit_stale(make_campaign):
 def test_a_campaign_edit_during_a_fold_waits_for_it_and_marks_a_rebuild(make_campaign):
     """The edit holds the campaign's row, then marks the statistics stale under the AuditStats row the
     fold holds; the fold's own inserts need the campaign's row too. Neither may deadlock the other."""
-    import threading
-
-    from django.db import connection
-
     campaign = make_campaign(0, k=2, launch=False, schema="rating", binarization={"1": 0, "2": 0, "3": 1, "4": 1})
     rows = "".join(f'{{"id": "q{i}", "text": "Statement {i}."}}\n' for i in range(4)).encode()
     services.prompts_import(campaign=campaign, data=rows, filename="p.jsonl")
@@ -120,27 +117,13 @@ def test_a_campaign_edit_during_a_fold_waits_for_it_and_marks_a_rebuild(make_cam
         return shift(**kwargs)
 
     def fold():
-        try:
-            with mock.patch.object(stats_module, "median_anchor_shift", held):
-                audit_services.stats_fold(campaign_id=campaign.pk)
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
+        with mock.patch.object(stats_module, "median_anchor_shift", held):
+            audit_services.stats_fold(campaign_id=campaign.pk)
 
-    def edit():
-        try:
-            services.campaign_update(campaign=campaign, binarization={"1": 0, "2": 1, "3": 1, "4": 1})
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    folder = threading.Thread(target=fold)
-    folder.start()
+    folder = db_thread(fold, errors)
     assert locked.wait(5)
-    editor = threading.Thread(target=edit)
-    editor.start()
+    edit = {"binarization": {"1": 0, "2": 1, "3": 1, "4": 1}}
+    editor = db_thread(lambda: services.campaign_update(campaign=campaign, **edit), errors)
     editor.join(0.5)  # the edit is waiting for the fold
     go.set()
     folder.join(10)
@@ -157,17 +140,13 @@ def test_a_change_racing_the_first_fold_is_not_folded_over(make_campaign, change
     """A void or an exclusion whose invalidation comes before the campaign's statistics row exists
     (no fold yet) and commits after the first fold started: the fold must not keep the labels as they
     were before the change (the invalidation makes the row, marked; the fold waits for it)."""
-    import threading
-
-    from django.db import connection
-
     from annotation.services import assignment, quality
 
     campaign = make_campaign(4, k=3)
     workers = [sim_worker() for _ in range(3)]
     labels = [label_one(campaign, w) for w in workers]
     module = assignment if change == "void" else quality
-    invalidate, reached, go = module.audit_stats_invalidate, threading.Event(), threading.Event()
+    invalidate, reached, go, errors = module.audit_stats_invalidate, threading.Event(), threading.Event(), []
 
     def invalidate_then_hold(**kwargs):
         invalidate(**kwargs)
@@ -175,29 +154,20 @@ def test_a_change_racing_the_first_fold_is_not_folded_over(make_campaign, change
         go.wait(10)
 
     def act():
-        try:
-            if change == "void":
-                services.label_void(label_id=labels[0].pk, reason="returned")
-            else:
-                quality.worker_act(kind="exclude", campaign=campaign, worker=workers[0], reason="test")
-        finally:
-            connection.close()
+        if change == "void":
+            services.label_void(label_id=labels[0].pk, reason="returned")
+        else:
+            quality.worker_act(kind="exclude", campaign=campaign, worker=workers[0], reason="test")
 
     with mock.patch.object(module, "audit_stats_invalidate", invalidate_then_hold):
-        thread = threading.Thread(target=act)
-        thread.start()
+        thread = db_thread(act, errors)
         assert reached.wait(10)
-
-        def fold():
-            audit_services.stats_fold(campaign_id=campaign.pk)
-            connection.close()
-
-        folder = threading.Thread(target=fold)
-        folder.start()
+        folder = db_thread(lambda: audit_services.stats_fold(campaign_id=campaign.pk), errors)
         folder.join(0.5)  # the fold waits for the change's lock
         go.set()
         thread.join(10)
         folder.join(10)
+    assert not errors, errors
     audit_services.audit_refresh(campaign_id=campaign.pk)  # rebuilds when marked
     kept = _stored(campaign)
     audit_services.stats_rebuild(campaign_id=campaign.pk)
@@ -208,10 +178,6 @@ def test_a_change_racing_the_first_fold_is_not_folded_over(make_campaign, change
 def test_a_fold_during_a_read_that_places_the_first_anchor_makes_the_read_retry(make_campaign, monkeypatch):
     """Without an anchor, a fold still writes the statistics row: a worker-quality read that overlapped it
     (REPEATABLE READ) is retried instead of placing an anchor that misses the fold's rows."""
-    import threading
-
-    from django.db import connection
-
     from audits.selectors import worker_numbers
 
     campaign = make_campaign(6, k=3)
@@ -227,16 +193,7 @@ def test_a_fold_during_a_read_that_places_the_first_anchor_makes_the_read_retry(
 
     monkeypatch.setattr(worker_numbers, "campaign_median_seconds", held)
 
-    def read():
-        try:
-            audit_selectors.worker_quality(campaign=campaign)
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    reader = threading.Thread(target=read)
-    reader.start()
+    reader = db_thread(lambda: audit_selectors.worker_quality(campaign=campaign), errors)
     assert reached.wait(10)
     label_one(campaign, sim_worker())
     assert audit_services.stats_fold(campaign_id=campaign.pk) == 1
