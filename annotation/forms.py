@@ -663,7 +663,7 @@ def new_client_token() -> str:
     return uuid.uuid4().hex
 
 
-def label_from_post(data, *, prompt: Prompt, schema_kind: str):
+def label_from_post(data, prompt: Prompt, schema_kind: str):
     """The raw label value of a submitted labeling form, for label_submit (which validates it).
 
     Per-option schemas send one field per option, ``value_0``, ``value_1``, …; the others send ``value``.

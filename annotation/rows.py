@@ -45,6 +45,15 @@ class Columns:
     def __len__(self) -> int:
         return len(self.fields)
 
+    def of_row(self, key: str) -> str:
+        """The columns of the row whose primary key is the SQL expression ``key``, one scalar subquery
+        each, in ``sql``'s order: a write's ``RETURNING`` clause can return a row of another table with
+        them (SQLite's may name only the written table's columns, and only by the table's own name), so
+        the write need not be followed by a read."""
+        pk = quote(self.model._meta.pk.column)
+        source = f"FROM {table(self.model)} {self.alias} WHERE {self.alias}.{pk} = {key}"
+        return ", ".join(f"(SELECT {column} {source})" for column in self.sql.split(", "))
+
     def _converters_for(self, db) -> list:
         converters = self._converters.get(db.vendor)
         if converters is None:

@@ -70,23 +70,28 @@ class LabelAck:
 # tests/annotation/test_assignment_sql.py checks on both databases that they agree: a free slot is
 # ``selectors.free_slots``'s, a worker's live lease ``selectors.live_leases``'s.
 _CAMPAIGN, _PROMPT = Columns(Campaign, "c"), Columns(Prompt, "p")
-_SLOT, _LEASE = Columns(Slot, "s"), Columns(Lease, "l")
-_SLOT_FREE = "NOT s.filled AND (s.lease_expires_at IS NULL OR s.lease_expires_at <= %s)"
+_LEASE = Columns(Lease, "l")
+_SLOT_TAKEN = Columns(Slot, table(Slot))  # in the RETURNING of an UPDATE, which SQLite lets name only its table
+
+
+def _slot_free(alias: str) -> str:
+    return f"NOT {alias}.filled AND ({alias}.lease_expires_at IS NULL OR {alias}.lease_expires_at <= %s)"
 
 
 def _free_slots_sql(*, campaign: Campaign, worker: Worker, now: datetime) -> tuple[str, list]:
-    """``selectors.free_slots`` as SQL: the FROM and WHERE clauses over the slots (``s``) and their prompts
-    (``p``), and their parameters."""
+    """``selectors.free_slots`` as SQL: the FROM and WHERE clauses over the slots (``s``), and their
+    parameters."""
     free = (
-        f"FROM {table(Slot)} s JOIN {table(Prompt)} p ON p.id = s.prompt_id WHERE s.campaign_id = %s AND {_SLOT_FREE} "
+        f"FROM {table(Slot)} s WHERE s.campaign_id = %s AND {_slot_free('s')} "
         f"AND s.prompt_id NOT IN (SELECT prompt_id FROM {table(Lease)} WHERE campaign_id = %s AND worker_id = %s)"
     )
     return free, [campaign.pk, datetime_param(now), campaign.pk, worker.pk]
 
 
-def _candidates(campaign: Campaign, worker: Worker, now: datetime):
-    """Open slots to try, each with its prompt (the lease's answer shows it), one query at a time; none
-    scans or sorts the whole table (the partial indexes ``slot_open_random`` and ``slot_open_fill_first``).
+def _claims(campaign: Campaign, worker: Worker, now: datetime, expires_at: datetime):
+    """Leases of open slots to try, as ``(lease id, slot id)``: each is one statement that picks an open
+    slot, locks it and inserts the worker's lease of it (``INSERT ... SELECT``); none scans or sorts the
+    whole table (the partial indexes ``slot_open_random`` and ``slot_open_fill_first``).
 
     First from a random point of ``Slot.rand`` (fill-first: among the most-labeled prompts), skipping
     rows other transactions have locked, so concurrent requests spread out instead of queueing. Then
@@ -101,16 +106,17 @@ def _candidates(campaign: Campaign, worker: Worker, now: datetime):
         if not top:
             return
         order, head, head_params = "s.priority DESC, s.rand", head + " AND s.priority = %s", [*head_params, top[0][0]]
+    lease = [worker.pk, Lease.Status.ACTIVE, datetime_param(now), datetime_param(expires_at)]
     for where, extra, skip_locked in ((head, head_params, True), ("", [], True), ("", [], False)):
         rows = fetch(
-            f"SELECT {_SLOT.sql}, {_PROMPT.sql} {free}{where} ORDER BY {order} LIMIT 1"
-            + for_update("s", skip_locked=skip_locked),
-            [*params, *extra],
+            f"INSERT INTO {table(Lease)} (campaign_id, prompt_id, worker_id, slot_id, status, created_at, expires_at) "
+            f"SELECT s.campaign_id, s.prompt_id, %s, s.id, %s, %s, %s {free}{where} ORDER BY {order} LIMIT 1"
+            + for_update("s", skip_locked=skip_locked)
+            + " RETURNING id, slot_id",
+            [*lease, *params, *extra],
         )
         if rows:
-            slot = _SLOT.load(rows[0][: len(_SLOT)])
-            slot.prompt = _PROMPT.load(rows[0][len(_SLOT) :])
-            yield slot
+            yield rows[0]
 
 
 def _participation_locked(*, worker_id: int, now: datetime, campaign_id: int | None = None, slug: str = ""):
@@ -214,8 +220,8 @@ def _lease_under_lock(participation, worker: Worker, now: datetime) -> Lease | N
     if control is not None:
         control.worker_labels = done
         return control
-    for slot in _candidates(campaign, worker, now):
-        lease = _lease_slot(slot=slot, worker=worker, now=now, expires_at=expires_at)
+    for lease_id, slot_id in _claims(campaign, worker, now, expires_at):
+        lease = _slot_take(lease_id=lease_id, slot_id=slot_id, worker=worker, now=now, expires_at=expires_at)
         if lease is not None:
             lease.campaign = campaign
             lease.worker_labels = done
@@ -224,31 +230,30 @@ def _lease_under_lock(participation, worker: Worker, now: datetime) -> Lease | N
     return NothingLeft(reason, "nothing_left", worker_labels=done, campaign=campaign)
 
 
-def _lease_slot(*, slot: Slot, worker: Worker, now: datetime, expires_at: datetime) -> Lease | None:
-    """Take ``slot`` if it is still free: the conditional UPDATE is the capacity check. The lease row comes
-    first (the slot points to it); when the slot was taken meanwhile, the row is deleted again in this same
-    transaction, so nobody ever sees it. A savepoint would cost two statements on every lease taken, for a
-    path that is taken only when the slot changed hands between the candidate read and this UPDATE."""
-    status = Lease.Status.ACTIVE
-    ((lease_id,),) = fetch(
-        f"INSERT INTO {table(Lease)} (campaign_id, prompt_id, worker_id, slot_id, status, created_at, expires_at) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-        [slot.campaign_id, slot.prompt_id, worker.pk, slot.pk, status, datetime_param(now), datetime_param(expires_at)],
+def _slot_take(*, lease_id: int, slot_id: int, worker: Worker, now: datetime, expires_at: datetime) -> Lease | None:
+    """Give the new lease (``_claims``) its slot if the slot is still free, and return the lease with its
+    slot and prompt; None, and the lease row deleted again, when it is not. The conditional UPDATE is the
+    capacity check; the claim holds the slot's row lock since it read it free, so on either database it
+    finds the slot as the claim did, unless the slot changed hands between the two. The lease row comes
+    first because the slot points to it; a row deleted in the same transaction is never seen by anyone,
+    and a savepoint would cost two statements on every lease, for a path no lease takes in practice."""
+    rows = fetch(
+        f"UPDATE {table(Slot)} SET lease_id = %s, lease_expires_at = %s WHERE id = %s AND {_slot_free(table(Slot))} "
+        f"RETURNING {_SLOT_TAKEN.sql}, {_PROMPT.of_row(f'{table(Slot)}.prompt_id')}",
+        [lease_id, datetime_param(expires_at), slot_id, datetime_param(now)],
     )
-    taken = execute(
-        f"UPDATE {table(Slot)} AS s SET lease_id = %s, lease_expires_at = %s WHERE s.id = %s AND {_SLOT_FREE}",
-        [lease_id, datetime_param(expires_at), slot.pk, datetime_param(now)],
-    )
-    if taken != 1:
+    if not rows:
         execute(f"DELETE FROM {table(Lease)} WHERE id = %s", [lease_id])
         return None
+    slot = _SLOT_TAKEN.load(rows[0][: len(_SLOT_TAKEN)])
+    slot.prompt = _PROMPT.load(rows[0][len(_SLOT_TAKEN) :])
     lease = Lease(
         id=lease_id,
         campaign_id=slot.campaign_id,
         prompt=slot.prompt,
         worker=worker,
         slot=slot,
-        status=status,
+        status=Lease.Status.ACTIVE,
         created_at=now,
         expires_at=expires_at,
     )
@@ -316,36 +321,73 @@ def worker_leases_end(*, campaign_id: int, worker_id: int) -> int:
     return len(ended)
 
 
-def _locked_lease(
-    lease_id: int, worker: Worker, campaign_slug: str | None = None, *, label_token: bool = False
-) -> Lease:
+def _locked_lease(lease_id: int, worker: Worker, campaign_slug: str | None = None) -> Lease:
     """The worker's lease, locked, with its campaign and prompt (``selectors.worker_lease``)."""
-    lease = worker_lease(
-        lease_id=lease_id, worker=worker, campaign_slug=campaign_slug, label_token=label_token, lock=True
-    )
+    lease = worker_lease(lease_id=lease_id, worker=worker, campaign_slug=campaign_slug, lock=True)
     if lease is None:
         raise NotLeased("This prompt is not leased to you.")
     return lease
 
 
-def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> LabelAck:
+_LEASE_MARKED = Columns(Lease, table(Lease))  # in the RETURNING of an UPDATE, which SQLite lets name only its table
+
+
+def _lease_mark_submitted(lease_id: int, worker: Worker, campaign_slug: str | None) -> Lease:
+    """label_submit's lease, in one statement: the worker's lease (in the campaign of ``campaign_slug``,
+    if given) locked by an UPDATE that marks it submitted if it was active, returned with its campaign,
+    its prompt, and as ``lease.label_token`` the client token of its label (None: this call labels it).
+
+    Its status as returned is the new one, which tells the old: a lease is submitted exactly when it has
+    a label (its token), released leases stay released, and an active one is now submitted. Marking it
+    before label_submit's checks is safe: any refusal rolls the transaction back. One statement where a
+    locked read and the status's write were two."""
+    lease, where, params = table(Lease), "id = %s AND worker_id = %s", [lease_id, worker.pk]
+    if campaign_slug is not None:
+        where += f" AND campaign_id = (SELECT id FROM {table(Campaign)} WHERE slug = %s)"
+        params.append(campaign_slug)
+    token = f"(SELECT client_token FROM {table(Label)} WHERE lease_id = {lease}.id)"
+    rows = fetch(
+        f"UPDATE {lease} SET status = CASE WHEN status = %s THEN %s ELSE status END WHERE {where} "
+        f"RETURNING {_LEASE_MARKED.sql}, {_CAMPAIGN.of_row(f'{lease}.campaign_id')}, "
+        f"{_PROMPT.of_row(f'{lease}.prompt_id')}, {token}",
+        [Lease.Status.ACTIVE, Lease.Status.SUBMITTED, *params],
+    )
+    if not rows:
+        raise NotLeased("This prompt is not leased to you.")
+    row, campaign_at, prompt_at = rows[0], len(_LEASE_MARKED), len(_LEASE_MARKED) + len(_CAMPAIGN)
+    marked = _LEASE_MARKED.load(row[:campaign_at])
+    marked.campaign, marked.worker = _CAMPAIGN.load(row[campaign_at:prompt_at]), worker
+    marked.prompt, marked.label_token = _PROMPT.load(row[prompt_at:-1]), row[-1]
+    return marked
+
+
+def label_submit(
+    *, lease_id: int, worker: Worker, value, client_token: str, campaign_slug: str | None = None
+) -> LabelAck:
     """Accept the worker's label for their lease, once.
 
+    ``value`` is the label's raw value, or a function of the lease's prompt and the campaign's schema
+    kind that returns it: a task page's form, whose fields depend on the prompt
+    (``forms.label_from_post``), is read under the lease's lock without a read of its own.
+    ``campaign_slug`` as for ``lease_heartbeat``.
+
     A resubmission with the same client token returns the first acknowledgment (double clicks,
-    retries after a lost response). Everything is checked before anything is written, and any refusal
-    rolls the transaction back, so a refused label leaves the prompt as it was. Locks the lease row,
-    so concurrent submissions of one lease are serialised.
+    retries after a lost response). Any refusal rolls the transaction back, so a refused label leaves
+    the prompt and the lease as they were. Locks the lease row first, so concurrent submissions of one
+    lease are serialised.
     """
     if not client_token or len(client_token) > 64:
         raise LabelRefused("A client token of 1 to 64 characters is required.", code="bad_client_token")
     with transaction.atomic(durable=True):
-        lease = _locked_lease(lease_id, worker, label_token=True)
+        lease = _lease_mark_submitted(lease_id, worker, campaign_slug)
         if lease.label_token is not None:
             if lease.label_token != client_token:
                 raise LabelRefused("You have already labeled this prompt.", code="already_labeled")
             return _ack(Label.objects.get(lease=lease), duplicate=True)
 
         campaign, prompt = lease.campaign, lease.prompt
+        if callable(value):
+            value = value(prompt, campaign.schema)
         try:
             raw = campaign.label_schema.clean(value, n_options=len(prompt.options))
         except LabelValueError as exc:
@@ -388,8 +430,6 @@ def label_submit(*, lease_id: int, worker: Worker, value, client_token: str) -> 
             raise LabelRefused(
                 "This client token was already used for another label.", code="bad_client_token"
             ) from exc
-        lease.status = Lease.Status.SUBMITTED
-        execute(f"UPDATE {table(Lease)} SET status = %s WHERE id = %s", [lease.status, lease.pk])
         if campaign.k_max is not None and open_slots == 0:  # adaptive k: stop or extend
             prompt_stop_decide(campaign=campaign, prompt_id=prompt.pk, now=now)
         # Marks the label for the live audit's next fold; schedules it on commit.

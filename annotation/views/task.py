@@ -9,6 +9,7 @@ that prompt again. A Skip would be a second way to do that, through one more coo
 """
 
 from dataclasses import dataclass
+from functools import partial
 
 from django.contrib import messages
 from django.http import Http404, JsonResponse
@@ -42,18 +43,28 @@ class LabelPost:
 
 
 def label_post(
-    request, *, campaign: Campaign, lease: Lease, worker: Worker, client_token: str | None = None
+    request, *, lease_id: int, worker: Worker, campaign_slug: str, client_token: str | None = None
 ) -> LabelPost:
-    """Submit the label a task page POSTed for ``lease`` (with its prompt loaded).
+    """Submit the label a task page POSTed for the worker's lease ``lease_id`` in the campaign of
+    ``campaign_slug``; a 404 when that is not theirs. The form is read under label_submit's lock on the
+    lease, which brings its prompt: the fields depend on it (``label_from_post``), and a read of the
+    lease beforehand would be one statement more per label.
 
     ``client_token`` defaults to the one rendered into the form; MTurk passes its per-assignment token
     instead, so a second tab on the same assignment cannot label a second prompt.
     """
-    value = label_from_post(request.POST, prompt=lease.prompt, schema_kind=campaign.schema)
     if client_token is None:
         client_token = request.POST.get("client_token", "")
     try:
-        ack = services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=client_token)
+        ack = services.label_submit(
+            lease_id=lease_id,
+            worker=worker,
+            value=partial(label_from_post, request.POST),
+            client_token=client_token,
+            campaign_slug=campaign_slug,
+        )
+    except services.NotLeased as exc:
+        raise Http404("No such lease.") from exc
     except services.LabelRefused as exc:
         return LabelPost(refusal=exc)
     return LabelPost(ack=ack)

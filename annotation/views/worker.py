@@ -66,14 +66,9 @@ def worker_next(request, slug):
 def worker_task(request, slug, lease_id):
     """One prompt to label (GET), and its label (POST)."""
     worker = services.worker_for_user(user=request.user)
-    # Read for a POST too: the form's fields depend on the prompt (label_from_post). The campaign comes with
-    # it, by the URL's slug: a campaign that holds a lease was launched, so every worker may see it
-    # (campaign_for_workers), and any other slug is a 404, as a lease that is not yours.
-    lease = selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign_slug=slug)
-    campaign = lease.campaign
     error = None
     if request.method == "POST":
-        post = label_post(request, campaign=campaign, lease=lease, worker=worker)
+        post = label_post(request, lease_id=lease_id, worker=worker, campaign_slug=slug)
         if post.ack is not None:
             messages.success(request, f"Saved. You have labeled {post.ack.worker_labels} so far.")
             return redirect("worker_next", slug=slug)
@@ -81,7 +76,11 @@ def worker_task(request, slug, lease_id):
             messages.warning(request, post.refusal.message)
             return redirect("worker_next", slug=slug)
         error = post.error
-    elif not lease_is_live(lease):
+    # The campaign comes with the lease, by the URL's slug: a campaign that holds a lease was launched, so
+    # every worker may see it (campaign_for_workers), and any other slug is a 404, as a lease that is not yours.
+    lease = selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign_slug=slug)
+    campaign = lease.campaign
+    if error is None and not lease_is_live(lease):
         if lease.status == Lease.Status.ACTIVE:
             messages.warning(request, "Your time on that prompt ran out; here is another one.")
         return redirect("worker_next", slug=slug)

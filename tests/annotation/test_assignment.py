@@ -1,8 +1,10 @@
 """The assignment engine's guarantees, one behaviour at a time (concurrency lives in test_concurrency.py)."""
 
+from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.utils import timezone
 
 from annotation import services
 from annotation.models import Campaign, Label, Lease, Slot
@@ -186,16 +188,24 @@ def test_released_prompt_goes_to_someone_else(make_campaign, make_worker):
     assert isinstance(services.lease_acquire(campaign=campaign, worker=other), Lease)
 
 
-def test_a_slot_taken_between_the_candidate_read_and_the_update_leaves_no_lease(make_campaign, make_worker):
-    """lease_acquire's conditional UPDATE is the capacity check: when another worker took the candidate
-    slot meanwhile (here, before the call), the lease row made for it is gone and the next candidate is
-    tried; with none left, the worker hears "nothing left" and holds nothing."""
+def test_a_slot_taken_between_the_claim_and_the_update_leaves_no_lease(make_campaign, make_worker):
+    """lease_acquire's conditional UPDATE is the capacity check: when the claimed slot is not free when
+    it comes to take it (here another worker's live lease holds it, as if it changed hands between the
+    two statements), the lease row the claim made is gone and the next claim is tried; with none left,
+    the worker hears "nothing left" and holds nothing."""
     campaign, first, second = make_campaign(1, k=1), make_worker(), make_worker()
     taken = services.lease_acquire(campaign=campaign, worker=first)
-    stale = Slot.objects.get(pk=taken.slot_id)
-    stale.lease, stale.lease_expires_at = None, None  # the candidate as read before the other worker took it
-    with mock.patch("annotation.services.assignment._candidates", return_value=iter([stale])):
+
+    def stale_claim(*args):
+        now = timezone.now()
+        claimed = Lease.objects.create(
+            campaign=campaign, prompt_id=taken.prompt_id, worker=second, slot_id=taken.slot_id,
+            created_at=now, expires_at=now + timedelta(seconds=60),
+        )  # fmt: skip
+        yield claimed.pk, taken.slot_id
+
+    with mock.patch("annotation.services.assignment._claims", stale_claim):
         assert isinstance(services.lease_acquire(campaign=campaign, worker=second), services.NothingLeft)
     assert list(Lease.objects.values_list("worker_id", flat=True)) == [first.pk]
-    assert Slot.objects.get(pk=stale.pk).lease_id == taken.pk
+    assert Slot.objects.get(pk=taken.slot_id).lease_id == taken.pk
     assert invariant_violations(campaign=campaign) == []

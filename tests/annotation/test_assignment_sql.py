@@ -9,7 +9,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from annotation import selectors, services
-from annotation.models import Campaign, Label, Lease, Prompt
+from annotation.models import Campaign, Label, Lease, Prompt, Slot
 from annotation.selectors.assignment import _unfilled_slots
 from annotation.services import assignment
 from tests.clock import later
@@ -88,16 +88,26 @@ def test_rows_load_as_the_orm_loads_them(make_campaign, make_worker):
     worker = make_worker()
     lease = services.lease_acquire(campaign=campaign, worker=worker)
     with transaction.atomic():
-        locked = assignment._locked_lease(lease.pk, worker, campaign.slug, label_token=True)
+        locked = assignment._locked_lease(lease.pk, worker, campaign.slug)
     orm = Lease.objects.select_related("campaign", "prompt").get(pk=lease.pk)
     assert fields(locked) == fields(orm) and fields(locked.campaign) == fields(orm.campaign)
-    assert fields(locked.prompt) == fields(orm.prompt) and locked.label_token is None
+    assert fields(locked.prompt) == fields(orm.prompt)
     assert fields(lease) == fields(orm) and fields(lease.prompt) == fields(orm.prompt)  # as lease_acquire made it
+    assert fields(lease.slot) == fields(Slot.objects.get(pk=lease.slot_id))
     assert isinstance(locked.campaign, Campaign) and locked.campaign.label_schema == orm.campaign.label_schema
+    # label_submit's read, which marks the lease submitted (rolled back here, as a refusal would be).
+    with transaction.atomic():
+        marked = assignment._lease_mark_submitted(lease.pk, worker, campaign.slug)
+        submitted = Lease.objects.select_related("campaign", "prompt").get(pk=lease.pk)
+        transaction.set_rollback(True)
+    assert marked.status == submitted.status == Lease.Status.SUBMITTED and marked.label_token is None
+    assert fields(marked) == fields(submitted) and fields(marked.campaign) == fields(submitted.campaign)
+    assert fields(marked.prompt) == fields(submitted.prompt)
+    assert Lease.objects.get(pk=lease.pk).status == Lease.Status.ACTIVE
     ack = services.label_submit(lease_id=lease.pk, worker=worker, value=1, client_token="tok")
     label = Label.objects.get(pk=ack.label_id)
     with transaction.atomic():
-        assert assignment._locked_lease(lease.pk, worker, label_token=True).label_token == "tok"
+        assert assignment._lease_mark_submitted(lease.pk, worker, None).label_token == "tok"
     assert (label.value, label.leased_at, label.created_at, label.slot_id) == (
         1,
         orm.created_at,

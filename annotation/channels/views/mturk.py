@@ -199,20 +199,21 @@ def mturk_task_submit(request):
     label = selectors.mturk_assignment_label(assignment=assignment)
     if label is not None:
         return _submit_page(request, channel, assignment, label, data["s"])
-    lease_id = request.GET.get("lease", "")
+    lease_id = parse_int(request.GET.get("lease", ""))  # beside the token, unsigned: label_submit checks it
     try:
-        # Read for the form's fields (label_from_post); the lease id travels beside the token, unsigned.
-        lease = core_selectors.lease_for_worker(lease_id=int(lease_id), worker=worker, campaign=campaign)
-    except (ValueError, Http404):
+        if lease_id is None:
+            raise Http404("No such lease.")
+        post = label_post(
+            request,
+            lease_id=lease_id,
+            worker=worker,
+            campaign_slug=campaign.slug,
+            client_token=services.mturk_client_token(assignment.assignment_id),
+        )
+    except Http404:
         return _frame(redirect(_task_get_url(data) + "&notice=not_leased"), channel)
-    post = label_post(
-        request,
-        campaign=campaign,
-        lease=lease,
-        worker=worker,
-        client_token=services.mturk_client_token(assignment.assignment_id),
-    )
     if post.error is not None:
+        lease = core_selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign=campaign)
         return _task_page(
             request,
             publication=publication,

@@ -91,12 +91,11 @@ def panel_task(request, slug, lease_id):
     if error:
         return error
     campaign = panel.publication.campaign
-    lease = core_selectors.lease_for_worker(lease_id=lease_id, worker=session.worker, campaign=campaign)
     error = None
     if request.method == "POST":
         if _quota_reached(panel, session):
             return redirect("channels:panel_done", slug=slug)
-        post = label_post(request, campaign=campaign, lease=lease, worker=session.worker)
+        post = label_post(request, lease_id=lease_id, worker=session.worker, campaign_slug=campaign.slug)
         if post.error is None:
             if post.ack is None:
                 messages.warning(request, post.refusal.message)
@@ -104,7 +103,8 @@ def panel_task(request, slug, lease_id):
                 services.panel_label_counted(session=session)
             return redirect("channels:panel_next", slug=slug)
         error = post.error
-    elif not lease_is_live(lease):
+    lease = core_selectors.lease_for_worker(lease_id=lease_id, worker=session.worker, campaign=campaign)
+    if error is None and not lease_is_live(lease):
         return redirect("channels:panel_next", slug=slug)
     return render_task(
         request,
