@@ -303,11 +303,16 @@ class WorkerSpeed:
     max_share: float = SPEED_SHARE
 
     def reason(self, i: int) -> str:
-        """``"median 0.6 s per label, 15 % of the campaign's median of 4.1 s"``."""
+        """``"median 0.6 s per label, 15 % of the campaign's median of 4.1 s"``; times under 0.1 s with
+        two significant digits (``0.0042 s``), which one decimal would show as 0.0."""
         return (
-            f"median {self.median_seconds[i]:.1f} s per label, {self.ratio[i] * 100:.0f} % of the campaign's "
-            f"median of {self.campaign_median:.1f} s"
+            f"median {_seconds(self.median_seconds[i])} s per label, {self.ratio[i] * 100:.0f} % of the "
+            f"campaign's median of {_seconds(self.campaign_median)} s"
         )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f}" if value >= 0.1 else f"{value:.2g}"
 
 
 def worker_speed(
@@ -337,6 +342,8 @@ def worker_speed(
     (['a', 'b', 'fast'], [False, False, True], 4.0)
     >>> s.reason(2)
     "median 0.5 s per label, 12 % of the campaign's median of 4.0 s"
+    >>> worker_speed(["bot"] * 10 + ["a"] * 10, [0.004] * 10 + [0.05] * 10).reason(1)
+    "median 0.004 s per label, 15 % of the campaign's median of 0.027 s"
     """
     t = np.asarray(seconds, dtype=np.float64).reshape(-1)
     ids_in = np.asarray(workers).reshape(-1)

@@ -15,6 +15,7 @@ import audits.engine.matrix
 import audits.engine.noise
 import audits.engine.partitions
 import audits.engine.report_table
+import audits.engine.workers
 
 
 @pytest.mark.parametrize(
@@ -30,6 +31,7 @@ import audits.engine.report_table
         audits.engine.flags,
         audits.engine.glossary,
         audits.engine.report_table,
+        audits.engine.workers,
     ],
     ids=lambda m: m.__name__,
 )
