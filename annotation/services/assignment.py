@@ -376,10 +376,10 @@ def label_submit(
     the prompt and the lease as they were. Locks the lease row first, so concurrent submissions of one
     lease are serialised.
     """
-    if not client_token or len(client_token) > 64:
-        raise LabelRefused("A client token of 1 to 64 characters is required.", code="bad_client_token")
     with transaction.atomic(durable=True):
-        lease = _lease_mark_submitted(lease_id, worker, campaign_slug)
+        lease = _lease_mark_submitted(lease_id, worker, campaign_slug)  # first: not yours is NotLeased
+        if not client_token or len(client_token) > 64:
+            raise LabelRefused("A client token of 1 to 64 characters is required.", code="bad_client_token")
         if lease.label_token is not None:
             if lease.label_token != client_token:
                 raise LabelRefused("You have already labeled this prompt.", code="already_labeled")
