@@ -8,7 +8,7 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from annotation.models import Campaign, Lease, Participation, Prompt, Slot, Worker
+from annotation.models import Campaign, Label, Lease, Participation, Prompt, Slot, Worker
 from annotation.rows import Columns, fetch, for_update, table
 
 _CAMPAIGN, _PROMPT, _LEASE = Columns(Campaign, "c"), Columns(Prompt, "p"), Columns(Lease, "l")
@@ -173,11 +173,13 @@ def worker_lease(
     worker: Worker,
     campaign_id: int | None = None,
     campaign_slug: str | None = None,
+    label_token: bool = False,
     lock: bool = False,
 ) -> Lease | None:
     """The worker's own lease (in this campaign, or the campaign of this slug, if given), with its campaign
-    and prompt; None for anybody else's, as for one that never existed. ``lock``: locked (FOR UPDATE on
-    PostgreSQL), for the services.
+    and prompt; None for anybody else's, as for one that never existed. ``label_token``: with the client
+    token of the lease's label as ``lease.label_token`` (None: not labeled yet), so that a submit learns in
+    the same query whether it repeats one. ``lock``: locked (FOR UPDATE on PostgreSQL), for the services.
 
     One hand-written statement (``annotation.rows``): every request of the worker loop but the first reads
     its lease."""
@@ -186,8 +188,9 @@ def worker_lease(
         where, params = where + " AND l.campaign_id = %s", [*params, campaign_id]
     if campaign_slug is not None:
         where, params = where + " AND c.slug = %s", [*params, campaign_slug]
+    token = f", (SELECT client_token FROM {table(Label)} WHERE lease_id = l.id)" if label_token else ""
     rows = fetch(
-        f"SELECT {_LEASE.sql}, {_CAMPAIGN.sql}, {_PROMPT.sql} FROM {table(Lease)} l "
+        f"SELECT {_LEASE.sql}, {_CAMPAIGN.sql}, {_PROMPT.sql}{token} FROM {table(Lease)} l "
         f"JOIN {table(Campaign)} c ON c.id = l.campaign_id JOIN {table(Prompt)} p ON p.id = l.prompt_id "
         f"WHERE {where}" + (for_update("l") if lock else ""),
         params,
@@ -197,7 +200,9 @@ def worker_lease(
     row, campaign_at, prompt_at = rows[0], len(_LEASE), len(_LEASE) + len(_CAMPAIGN)
     lease = _LEASE.load(row[:campaign_at])
     lease.campaign, lease.worker = _CAMPAIGN.load(row[campaign_at:prompt_at]), worker
-    lease.prompt = _PROMPT.load(row[prompt_at:])
+    lease.prompt = _PROMPT.load(row[prompt_at : prompt_at + len(_PROMPT)])
+    if label_token:
+        lease.label_token = row[-1]
     return lease
 
 

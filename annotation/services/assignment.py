@@ -321,44 +321,16 @@ def worker_leases_end(*, campaign_id: int, worker_id: int) -> int:
     return len(ended)
 
 
-def _locked_lease(lease_id: int, worker: Worker, campaign_slug: str | None = None) -> Lease:
+def _locked_lease(
+    lease_id: int, worker: Worker, campaign_slug: str | None = None, *, label_token: bool = False
+) -> Lease:
     """The worker's lease, locked, with its campaign and prompt (``selectors.worker_lease``)."""
-    lease = worker_lease(lease_id=lease_id, worker=worker, campaign_slug=campaign_slug, lock=True)
+    lease = worker_lease(
+        lease_id=lease_id, worker=worker, campaign_slug=campaign_slug, label_token=label_token, lock=True
+    )
     if lease is None:
         raise NotLeased("This prompt is not leased to you.")
     return lease
-
-
-_LEASE_MARKED = Columns(Lease, table(Lease))  # in the RETURNING of an UPDATE, which SQLite lets name only its table
-
-
-def _lease_mark_submitted(lease_id: int, worker: Worker, campaign_slug: str | None) -> Lease:
-    """label_submit's lease, in one statement: the worker's lease (in the campaign of ``campaign_slug``,
-    if given) locked by an UPDATE that marks it submitted if it was active, returned with its campaign,
-    its prompt, and as ``lease.label_token`` the client token of its label (None: this call labels it).
-
-    Its status as returned is the new one, which tells the old: a lease is submitted exactly when it has
-    a label (its token), released leases stay released, and an active one is now submitted. Marking it
-    before label_submit's checks is safe: any refusal rolls the transaction back. One statement where a
-    locked read and the status's write were two."""
-    lease, where, params = table(Lease), "id = %s AND worker_id = %s", [lease_id, worker.pk]
-    if campaign_slug is not None:
-        where += f" AND campaign_id = (SELECT id FROM {table(Campaign)} WHERE slug = %s)"
-        params.append(campaign_slug)
-    token = f"(SELECT client_token FROM {table(Label)} WHERE lease_id = {lease}.id)"
-    rows = fetch(
-        f"UPDATE {lease} SET status = CASE WHEN status = %s THEN %s ELSE status END WHERE {where} "
-        f"RETURNING {_LEASE_MARKED.sql}, {_CAMPAIGN.of_row(f'{lease}.campaign_id')}, "
-        f"{_PROMPT.of_row(f'{lease}.prompt_id')}, {token}",
-        [Lease.Status.ACTIVE, Lease.Status.SUBMITTED, *params],
-    )
-    if not rows:
-        raise NotLeased("This prompt is not leased to you.")
-    row, campaign_at, prompt_at = rows[0], len(_LEASE_MARKED), len(_LEASE_MARKED) + len(_CAMPAIGN)
-    marked = _LEASE_MARKED.load(row[:campaign_at])
-    marked.campaign, marked.worker = _CAMPAIGN.load(row[campaign_at:prompt_at]), worker
-    marked.prompt, marked.label_token = _PROMPT.load(row[prompt_at:-1]), row[-1]
-    return marked
 
 
 def label_submit(
@@ -372,12 +344,13 @@ def label_submit(
     ``campaign_slug`` as for ``lease_heartbeat``.
 
     A resubmission with the same client token returns the first acknowledgment (double clicks,
-    retries after a lost response). Any refusal rolls the transaction back, so a refused label leaves
-    the prompt and the lease as they were. Locks the lease row first, so concurrent submissions of one
-    lease are serialised.
+    retries after a lost response). Everything is checked before anything is written, and any refusal
+    rolls the transaction back, so a refused label leaves the prompt as it was. Locks the lease row
+    first (a lease that is not the worker's is ``NotLeased``, whatever the token), so concurrent
+    submissions of one lease are serialised.
     """
     with transaction.atomic(durable=True):
-        lease = _lease_mark_submitted(lease_id, worker, campaign_slug)  # first: not yours is NotLeased
+        lease = _locked_lease(lease_id, worker, campaign_slug, label_token=True)  # first: not yours is NotLeased
         if not client_token or len(client_token) > 64:
             raise LabelRefused("A client token of 1 to 64 characters is required.", code="bad_client_token")
         if lease.label_token is not None:
@@ -430,6 +403,8 @@ def label_submit(
             raise LabelRefused(
                 "This client token was already used for another label.", code="bad_client_token"
             ) from exc
+        lease.status = Lease.Status.SUBMITTED
+        execute(f"UPDATE {table(Lease)} SET status = %s WHERE id = %s", [lease.status, lease.pk])
         if campaign.k_max is not None and open_slots == 0:  # adaptive k: stop or extend
             prompt_stop_decide(campaign=campaign, prompt_id=prompt.pk, now=now)
         # Marks the label for the live audit's next fold; schedules it on commit.

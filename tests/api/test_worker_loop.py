@@ -152,19 +152,19 @@ WORKER_LOOP_QUERIES = {
     # with its prompt (no savepoint), COMMIT: 4 statements and the transaction's two. The same lease again: 1 + 3 +
     # the lease with its prompt. Heartbeat: 1 + BEGIN, the lease locked with its campaign and prompt, the slot's
     # expiry, the lease's, COMMIT. Release: 1 + BEGIN, the lease locked, its status, the slot freed, COMMIT. Submit:
-    # 1 + BEGIN, the lease locked and marked submitted, returning its campaign, prompt and label's client token (one
-    # UPDATE ... RETURNING), the Participation count (UPDATE ... RETURNING), the prompt's count, the prompt's open
-    # slots (the lease's filled, the others' priority raised: one UPDATE ... RETURNING), INSERT the label, the label's
-    # mark for the live audit's fold (label_stats_add: INSERT a PendingLabel), COMMIT: 7 statements and two.
-    "plain": [6, 5, 6, 6, 6, 9, 6, 9],
+    # 1 + BEGIN, the lease locked with its campaign, prompt and label's client token, the Participation count (UPDATE
+    # ... RETURNING), the prompt's count, the prompt's open slots (the lease's filled, the others' priority raised:
+    # one UPDATE ... RETURNING), INSERT the label, the lease's status, the label's mark for the live audit's fold
+    # (label_stats_add: INSERT a PendingLabel), COMMIT: 8 statements and two.
+    "plain": [6, 5, 6, 6, 6, 10, 6, 10],
     # The first label is on a control (control_first): instead of a slot, whether other work is left (one
     # EXISTS), the control drawn and locked, INSERT its lease (7); its heartbeat has no slot to update (5).
-    # After the release the other control is still due (no label yet: 7), and its label fills no slot (8).
+    # After the release the other control is still due (no label yet: 7), and its label fills no slot (9).
     # Then a normal prompt, as on a plain campaign: a control is not due.
-    "controls": [7, 5, 5, 6, 7, 8, 6, 9],
+    "controls": [7, 5, 5, 6, 7, 9, 6, 10],
     # Each label fills its prompt's last open slot: the stop rule reads the prompt's labels and its last
     # decision, logs the new one and adds a slot (the prompt gets one label more): 4 more per submit.
-    "adaptive": [6, 5, 6, 6, 6, 13, 6, 13],
+    "adaptive": [6, 5, 6, 6, 6, 14, 6, 14],
 }
 
 

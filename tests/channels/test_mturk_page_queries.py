@@ -20,14 +20,14 @@ MTURK_PAGE_QUERIES = {
     # first time, with get_or_create's savepoint and INSERT; 3 when it reopens), whether it has a label, the
     # lease (next-task's transaction: 5; 4 for the same lease again), the page's count of open slots (the
     # worker's label count comes with the lease). The label's POST: the assignment with its HIT,
-    # publication and worker, whether it has a label, the submit's transaction (8: the form is read under its
+    # publication and worker, whether it has a label, the submit's transaction (9: the form is read under its
     # lock on the lease), the assignment marked labeled (3), its label for the page that submits the assignment.
-    "plain": [16, 12, 14, 16, 14],
+    "plain": [16, 12, 15, 16, 15],
     # A control first: next-task finds it due (whether other work is left, the draw, its lease: 6); the page
     # counts the unseen controls too (+1 on every page); its label has no slot (-1).
-    "controls": [18, 13, 13, 17, 14],
+    "controls": [18, 13, 14, 17, 15],
     # Each label runs the stop rule: 4 more per POST.
-    "adaptive": [16, 12, 18, 16, 18],
+    "adaptive": [16, 12, 19, 16, 19],
 }
 
 
