@@ -233,10 +233,11 @@ def _lease_under_lock(participation, worker: Worker, now: datetime) -> Lease | N
 def _slot_take(*, lease_id: int, slot_id: int, worker: Worker, now: datetime, expires_at: datetime) -> Lease | None:
     """Give the new lease (``_claims``) its slot if the slot is still free, and return the lease with its
     slot and prompt; None, and the lease row deleted again, when it is not. The conditional UPDATE is the
-    capacity check; the claim holds the slot's row lock since it read it free, so on either database it
-    finds the slot as the claim did, unless the slot changed hands between the two. The lease row comes
-    first because the slot points to it; a row deleted in the same transaction is never seen by anyone,
-    and a savepoint would cost two statements on every lease, for a path no lease takes in practice."""
+    capacity check, in the write itself: the claim read the slot free and holds its row lock (PostgreSQL)
+    or the database's write lock (SQLite), so it finds the slot as the claim did, and the condition
+    guards what no lock of a read can, a change between the two statements. The lease row comes first
+    because the slot points to it; a row deleted in the same transaction is never seen by anyone, and a
+    savepoint would cost two statements on every lease, for a path no lease takes in practice."""
     rows = fetch(
         f"UPDATE {table(Slot)} SET lease_id = %s, lease_expires_at = %s WHERE id = %s AND {_slot_free(table(Slot))} "
         f"RETURNING {_SLOT_TAKEN.sql}, {_PROMPT.of_row(f'{table(Slot)}.prompt_id')}",
