@@ -234,8 +234,8 @@ def _slot_take(*, lease_id: int, slot_id: int, worker: Worker, now: datetime, ex
     """Give the new lease (``_claims``) its slot if the slot is still free, and return the lease with its
     slot and prompt; None, and the lease row deleted again, when it is not. The conditional UPDATE is the
     capacity check, in the write itself: the claim read the slot free and holds its row lock (PostgreSQL)
-    or the database's write lock (SQLite), so it finds the slot as the claim did, and the condition
-    guards what no lock of a read can, a change between the two statements. The lease row comes first
+    or the database's write lock (SQLite), so it finds the slot as the claim did; the condition keeps
+    the guarantee in the write, not in what an earlier statement locked. The lease row comes first
     because the slot points to it; a row deleted in the same transaction is never seen by anyone, and a
     savepoint would cost two statements on every lease, for a path no lease takes in practice."""
     rows = fetch(
