@@ -5,6 +5,14 @@ from annotation.views import adaptive, controls, invitations, prompts, researche
 
 urlpatterns = [
     path("", researcher.home, name="home"),
+    # The worker loop first: a route is found by trying the patterns in order, and these serve every label.
+    path("w/<slug:slug>/", worker.worker_campaign, name="worker_campaign"),
+    path("w/<slug:slug>/join/<str:token>/", invitations.worker_join, name="worker_join"),
+    path("w/<slug:slug>/next/", worker.worker_next, name="worker_next"),
+    path("w/<slug:slug>/task/<int:lease_id>/", worker.worker_task, name="worker_task"),
+    path("w/<slug:slug>/task/<int:lease_id>/heartbeat/", worker.worker_heartbeat, name="worker_heartbeat"),
+    path("w/<slug:slug>/task/<int:lease_id>/skip/", worker.worker_skip, name="worker_skip"),
+    path("w/<slug:slug>/task/<int:lease_id>/stop/", worker.worker_stop, name="worker_stop"),
     path("campaigns/new/", researcher.campaign_create, name="campaign_create"),
     path("campaigns/new/study/", researcher.study_import_page, name="study_import"),
     path("campaigns/new/stop-rule/", adaptive.stop_rule_consequences, name="stop_rule_consequences"),
@@ -48,11 +56,4 @@ urlpatterns = [
         researcher.campaign_transition,
         name="campaign_transition",
     ),
-    path("w/<slug:slug>/", worker.worker_campaign, name="worker_campaign"),
-    path("w/<slug:slug>/join/<str:token>/", invitations.worker_join, name="worker_join"),
-    path("w/<slug:slug>/next/", worker.worker_next, name="worker_next"),
-    path("w/<slug:slug>/task/<int:lease_id>/", worker.worker_task, name="worker_task"),
-    path("w/<slug:slug>/task/<int:lease_id>/heartbeat/", worker.worker_heartbeat, name="worker_heartbeat"),
-    path("w/<slug:slug>/task/<int:lease_id>/skip/", worker.worker_skip, name="worker_skip"),
-    path("w/<slug:slug>/task/<int:lease_id>/stop/", worker.worker_stop, name="worker_stop"),
 ]

@@ -174,12 +174,15 @@ def worker_lease(
     campaign_id: int | None = None,
     campaign_slug: str | None = None,
     label_token: bool = False,
+    worker_labels: bool = False,
     lock: bool = False,
 ) -> Lease | None:
     """The worker's own lease (in this campaign, or the campaign of this slug, if given), with its campaign
     and prompt; None for anybody else's, as for one that never existed. ``label_token``: with the client
     token of the lease's label as ``lease.label_token`` (None: not labeled yet), so that a submit learns in
-    the same query whether it repeats one. ``lock``: locked (FOR UPDATE on PostgreSQL), for the services.
+    the same query whether it repeats one. ``worker_labels``: with the worker's labels in the campaign as
+    ``lease.worker_labels``, which a task page shows. ``lock``: locked (FOR UPDATE on PostgreSQL), for the
+    services.
 
     One hand-written statement (``annotation.rows``): every request of the worker loop but the first reads
     its lease."""
@@ -188,9 +191,16 @@ def worker_lease(
         where, params = where + " AND l.campaign_id = %s", [*params, campaign_id]
     if campaign_slug is not None:
         where, params = where + " AND c.slug = %s", [*params, campaign_slug]
-    token = f", (SELECT client_token FROM {table(Label)} WHERE lease_id = l.id)" if label_token else ""
+    extra = []
+    if label_token:
+        extra.append(f"(SELECT client_token FROM {table(Label)} WHERE lease_id = l.id)")
+    if worker_labels:
+        extra.append(
+            f"(SELECT n_labels FROM {table(Participation)} "
+            "WHERE campaign_id = l.campaign_id AND worker_id = l.worker_id)"
+        )
     rows = fetch(
-        f"SELECT {_LEASE.sql}, {_CAMPAIGN.sql}, {_PROMPT.sql}{token} FROM {table(Lease)} l "
+        f"SELECT {', '.join([_LEASE.sql, _CAMPAIGN.sql, _PROMPT.sql, *extra])} FROM {table(Lease)} l "
         f"JOIN {table(Campaign)} c ON c.id = l.campaign_id JOIN {table(Prompt)} p ON p.id = l.prompt_id "
         f"WHERE {where}" + (for_update("l") if lock else ""),
         params,
@@ -201,19 +211,26 @@ def worker_lease(
     lease = _LEASE.load(row[:campaign_at])
     lease.campaign, lease.worker = _CAMPAIGN.load(row[campaign_at:prompt_at]), worker
     lease.prompt = _PROMPT.load(row[prompt_at : prompt_at + len(_PROMPT)])
+    extra_at = prompt_at + len(_PROMPT)
     if label_token:
-        lease.label_token = row[-1]
+        lease.label_token, extra_at = row[extra_at], extra_at + 1
+    if worker_labels:
+        lease.worker_labels = row[extra_at] or 0  # no Participation row yet: no label yet
     return lease
 
 
 def lease_for_worker(
     *, lease_id: int, worker: Worker, campaign: Campaign | None = None, campaign_slug: str | None = None
 ) -> Lease:
-    """``worker_lease``, or 404 for anybody else's lease, as for one that never existed. Only for pages
-    that need the lease itself: the lease services check the owner themselves (their ``not_leased``
-    refusal, which callers answer with a 404 too)."""
+    """``worker_lease`` with the worker's labels (the task page's count), or 404 for anybody else's lease,
+    as for one that never existed. Only for pages that need the lease itself: the lease services check
+    the owner themselves (their ``not_leased`` refusal, which callers answer with a 404 too)."""
     lease = worker_lease(
-        lease_id=lease_id, worker=worker, campaign_id=campaign and campaign.pk, campaign_slug=campaign_slug
+        lease_id=lease_id,
+        worker=worker,
+        campaign_id=campaign and campaign.pk,
+        campaign_slug=campaign_slug,
+        worker_labels=True,
     )
     if lease is None:
         raise Http404("No such lease.")

@@ -166,8 +166,8 @@ def worker_progress(
     "About": a prompt counts while other workers hold its open slots, and they take and give back
     slots at any moment. Two queries: the worker's label count, and a count over at most
     ``PROMPTS_LEFT_COUNTED`` × k (or k_max) unfilled slots (their partial index); one, when the caller passes
-    ``labeled`` (lease_acquire's ``worker_labels``, read under its lock); one more, a bounded count of
-    the unseen controls, in a campaign that serves them.
+    ``labeled`` (the ``worker_labels`` that lease_acquire reads under its lock and lease_for_worker with the
+    lease); one more, a bounded count of the unseen controls, in a campaign that serves them.
     """
     if labeled is None:
         labeled = worker_label_count(campaign_id=campaign.pk, worker_id=worker.pk)

@@ -15,20 +15,20 @@ pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 # is pinned.
 WORKER_PAGE_QUERIES = {
     # next: 2 + the API's next-task without its token (5). next again: 2 + 4 (the lease with its prompt).
-    # The task page: 2 + the lease with its prompt, campaign (by the URL's slug) and worker, then
-    # worker_progress: the label count and one bounded count of open slots. Heartbeat: 2 + the API's without
+    # The task page: 2 + the lease with its prompt, campaign (by the URL's slug) and the worker's label
+    # count, then worker_progress's one bounded count of open slots. Heartbeat: 2 + the API's without
     # the token (5). Skip: 2 + the API's release (5). The label's POST: 2 + the submit's transaction, as in the
     # API's (9): the form is read under the submit's lock on the lease, which brings the prompt its fields
     # depend on.
-    "plain": [7, 6, 5, 7, 7, 7, 5, 11, 7, 5, 11],
+    "plain": [7, 6, 4, 7, 7, 7, 4, 11, 7, 4, 11],
     # The control first (next 8: whether other work is left, the control drawn and locked, its lease); its
-    # page counts the unseen controls too (6), its heartbeat has no slot (6). After the skip the other control
+    # page counts the unseen controls too (5), its heartbeat has no slot (6). After the skip the other control
     # is still due (8), and its label fills no slot (10); then a normal prompt, whose page still counts unseen
-    # controls (6).
-    "controls": [8, 6, 6, 6, 7, 8, 6, 10, 7, 6, 11],
+    # controls (5).
+    "controls": [8, 6, 5, 6, 7, 8, 5, 10, 7, 5, 11],
     # Each label runs the stop rule (4 more per POST: the prompt's labels, its last decision, the new one,
     # the slot added).
-    "adaptive": [7, 6, 5, 7, 7, 7, 5, 15, 7, 5, 15],
+    "adaptive": [7, 6, 4, 7, 7, 7, 4, 15, 7, 4, 15],
 }
 
 

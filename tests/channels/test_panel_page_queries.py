@@ -22,17 +22,17 @@ PANEL_PAGE_QUERIES = {
     # Django session saved (whether its key is taken, then BEGIN, INSERT, COMMIT). Every later request: the
     # session, the panel
     # with its publication and campaign, the panel session with its worker (3). next: + the API's next-task
-    # without its token and campaign (5). The task page: + the lease with its campaign and prompt, the
-    # label count and the bounded count of open slots (3). Heartbeat and skip: + the services' (5 each).
+    # without its token and campaign (5). The task page: + the lease with its campaign, prompt and the
+    # worker's label count, and the bounded count of open slots (2). Heartbeat and skip: + the services' (5 each).
     # The label's POST: + the submit's transaction (9: the form is read under its lock on the lease, which
     # brings the prompt) + the session's count (1).
-    "plain": [12, 8, 7, 6, 8, 8, 8, 6, 13, 8, 6, 13],
+    "plain": [12, 8, 7, 5, 8, 8, 8, 5, 13, 8, 5, 13],
     # The control first: next finds it due (whether other work is left, the draw, its lease); its task
     # page counts the unseen controls too; its heartbeat and label have no slot. After the skip the other
     # control is still due.
-    "controls": [12, 9, 7, 7, 7, 8, 9, 7, 12, 8, 7, 13],
+    "controls": [12, 9, 7, 6, 7, 8, 9, 6, 12, 8, 6, 13],
     # Each label runs the stop rule: 4 more per POST.
-    "adaptive": [12, 8, 7, 6, 8, 8, 8, 6, 17, 8, 6, 17],
+    "adaptive": [12, 8, 7, 5, 8, 8, 8, 5, 17, 8, 5, 17],
 }
 
 
