@@ -15,8 +15,10 @@ each submit schedules stays queued. One launched campaign (--prompts binary prom
 --k) and, for each path, a new worker doing next-task + submit cycles:
 
 * ``api``: the REST API with a token (POST next-task, POST submit);
-* ``html``: a signed-in user's task pages (GET /w/<slug>/next/ -> 302, GET the task page, POST the label -> 302);
-* ``panel``: a panel participant's (the study link once, then the same three requests under /channels/panel/).
+* ``html``: a signed-in user's task pages (GET /w/<slug>/next/ -> 302, GET the task page, POST the label -> 302),
+  following the redirects as a browser does: where the POST redirects to the next task page, the next
+  cycle starts there, without the GET of next;
+* ``panel``: a panel participant's (the study link once, then the same requests under /channels/panel/).
 
 Queries are counted over --count-cycles cycles (``CaptureQueriesContext``), then the CPU of --cycles
 cycles is measured without counting (``time.process_time``: this process's CPU, which here is the web
@@ -148,12 +150,16 @@ def _cycles(args) -> dict:
         return cycle
 
     def page_worker(client, next_url):
+        # As a browser: the label's POST redirects to the next task page, or to next, which redirects to it.
+        followed = {"task": None}
+
         def cycle(step):
-            task = step("next: GET -> 302", client.get, next_url)["Location"]
+            task = followed["task"] or step("next: GET -> 302", client.get, next_url)["Location"]
             page = step("task page: GET", client.get, task).content.decode()
             body = {"value": "1", "client_token": CLIENT_TOKEN.search(page).group(1)}
             response = step("submit: POST -> 302", client.post, task, body)
             assert response.status_code == 302, response.content[:500]
+            followed["task"] = response["Location"] if "/task/" in response["Location"] else None
 
         return cycle
 
@@ -195,10 +201,9 @@ def _cycles(args) -> dict:
             cycle(lambda _name, method, *a: method(*a))
         if profiler:
             profiler.disable()
-            profiler.dump_stats(f"/tmp/prof-{name}.out")  # TEMP
         cpu_ms = (time.process_time() - started) * 1000 / args.cycles
         results[name] = {
-            "queries": {step: sum(n) / len(n) for step, n in queries.items()},
+            "queries": {step: sum(n) / args.count_cycles for step, n in queries.items()},
             "cpu_ms_per_cycle": cpu_ms,
             "profile": _breakdown(profiler, args.cycles) if profiler else None,
         }
@@ -270,12 +275,16 @@ def run_tree(args, repo: Path) -> dict:
 def report(named: list[tuple[str, dict]]) -> None:
     names = [name for name, _ in named]
     header = "  " + " " * 29 + "  ".join(f"{name:>12}" for name in names)
-    print("queries per request (mean over the counted cycles)")
+    print("queries per cycle, by request (mean over the counted cycles; a request a cycle does not make: 0)")
     print(header)
     first = named[0][1]
     for path in first:
-        for step in first[path]["queries"]:
-            figures = "  ".join(f"{runs[path]['queries'].get(step, float('nan')):>12.1f}" for _, runs in named)
+        steps = dict.fromkeys(step for _, runs in named for step in runs[path]["queries"])
+        for step in [*steps, "all"]:
+            counts = [runs[path]["queries"] for _, runs in named]
+            figures = "  ".join(
+                f"{sum(count.values()) if step == 'all' else count.get(step, 0):>12.1f}" for count in counts
+            )
             print(f"  {path:<6} {step:<22} {figures}")
     print("\nCPU ms per cycle (this process: the web side, plus SQLite itself on --db sqlite)")
     print(header)

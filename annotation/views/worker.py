@@ -1,8 +1,9 @@
 """Worker pages, reached through a campaign's link ``/w/<slug>/``.
 
 The loop: ``next`` asks lease_acquire for a prompt and redirects to its ``task`` page; the page posts
-the label back to itself, then goes to ``next`` again. While the page is open, static/js/label.js
-sends a heartbeat every third of the lease length.
+the label back to itself, which claims the next prompt and redirects to its page (to ``next`` when
+nothing is left, whose page says why). While the page is open, static/js/label.js sends a heartbeat
+every third of the lease length.
 """
 
 from django.contrib import messages
@@ -62,6 +63,16 @@ def worker_next(request, slug):
     return redirect("worker_task", slug=slug, lease_id=result.pk)
 
 
+def _to_next_task(request, slug):
+    """After a label: the worker's next prompt, claimed here, and a redirect to its page, as ``next`` would
+    give, without the trip through ``next`` (a request fewer per label); ``next`` itself when nothing is
+    left for them, whose page says why."""
+    result = services.lease_acquire_by_slug(slug=slug, user=request.user)
+    if isinstance(result, services.NothingLeft):
+        return redirect("worker_next", slug=slug)
+    return redirect("worker_task", slug=slug, lease_id=result.pk)
+
+
 @login_required
 def worker_task(request, slug, lease_id):
     """One prompt to label (GET), and its label (POST)."""
@@ -71,7 +82,7 @@ def worker_task(request, slug, lease_id):
         post = label_post(request, lease_id=lease_id, worker=worker, campaign_slug=slug)
         if post.ack is not None:
             messages.success(request, f"Saved. You have labeled {post.ack.worker_labels} so far.")
-            return redirect("worker_next", slug=slug)
+            return _to_next_task(request, slug)
         if post.error is None:
             messages.warning(request, post.refusal.message)
             return redirect("worker_next", slug=slug)

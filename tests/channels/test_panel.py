@@ -101,7 +101,8 @@ def test_redirect_on_completion(make_campaign, researcher):
     response = client.get(response["Location"])
     token = re.search(r'name="client_token" value="([^"]+)"', response.content.decode()).group(1)
     response = client.post(response.wsgi_request.path, {"value": "1", "client_token": token})
-    response = client.get(client.get(response["Location"])["Location"])
+    assert response["Location"] == f"/channels/panel/{panel.slug}/done/"  # the quota reached: straight to the end
+    response = client.get(response["Location"])
     assert response.status_code == 302 and response["Location"] == url
 
 
@@ -177,12 +178,14 @@ def test_work_done_before_a_pause_gets_the_completion_code(make_campaign, resear
     response = client.get(arrive(client, panel, "P1")["Location"])  # next -> task
     page = client.get(response["Location"])
     token = re.search(r'name="client_token" value="([^"]+)"', page.content.decode()).group(1)
-    client.post(page.wsgi_request.path, {"value": "1", "client_token": token})
+    # The label's POST leads to the next prompt's page: that prompt is on their screen when the pause comes.
+    on_screen = client.post(page.wsgi_request.path, {"value": "1", "client_token": token})["Location"]
+    assert "/task/" in on_screen
     core.campaign_transition(campaign=campaign, action="pause")
-    page, n = label_until_done(client, client.get(f"/channels/panel/{panel.slug}/next/"))
-    assert n == 0 and page.status_code == 200
+    page, n = label_until_done(client, client.get(on_screen))
+    assert n == 1 and page.status_code == 200  # the prompt on their screen may still be labeled, then the end
     assert b"C0DE1234" in page.content and b"This campaign is paused." in page.content
-    assert b'<strong class="done-count">1</strong>' in page.content
+    assert b'<strong class="done-count">2</strong>' in page.content
     assert PanelSession.objects.get().completed_at is not None
 
 

@@ -13,7 +13,8 @@ from tests.helpers import WORKER_LOOP_KINDS, CountedRequests, worker_loop_campai
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
 # Each list: the study link (-> 302), next (-> 302), next again (the same lease), the task page,
-# heartbeat, skip (-> 302), then twice: next, the task page, the label's POST (-> 302). The participant's
+# heartbeat, skip (-> 302), next, then twice: the task page and the label's POST (-> 302), which claims the
+# next prompt and leads to its page (the second finds none left, and leads to the end). The participant's
 # worker exists and joined the campaign, as for every visit but their first; the slot draw's random start
 # is pinned, as in the API's count.
 PANEL_PAGE_QUERIES = {
@@ -25,14 +26,14 @@ PANEL_PAGE_QUERIES = {
     # without its token and campaign (5). The task page: + the lease with its campaign, prompt and the
     # worker's label count, and the bounded count of open slots (2). Heartbeat and skip: + the services' (5 each).
     # The label's POST: + the submit's transaction (9: the form is read under its lock on the lease, which
-    # brings the prompt) + the session's count (1).
-    "plain": [12, 8, 7, 5, 8, 8, 8, 5, 13, 8, 5, 13],
+    # brings the prompt) + the session's count (1) + next's claim (5; 6 to find nothing left).
+    "plain": [12, 8, 7, 5, 8, 8, 8, 5, 18, 5, 19],
     # The control first: next finds it due (whether other work is left, the draw, its lease); its task
     # page counts the unseen controls too; its heartbeat and label have no slot. After the skip the other
     # control is still due.
-    "controls": [12, 9, 7, 6, 7, 8, 9, 6, 12, 8, 6, 13],
+    "controls": [12, 9, 7, 6, 7, 8, 9, 6, 17, 6, 18],
     # Each label runs the stop rule: 4 more per POST.
-    "adaptive": [12, 8, 7, 5, 8, 8, 8, 5, 17, 8, 5, 17],
+    "adaptive": [12, 8, 7, 5, 8, 8, 8, 5, 22, 5, 23],
 }
 
 
@@ -53,8 +54,9 @@ def test_the_panel_pages_cost_a_fixed_number_of_queries(kind, make_campaign, res
     lease_id = int(task.rstrip("/").rsplit("/", 1)[-1])
     counted("post", reverse("channels:panel_heartbeat", args=[panel.slug, lease_id]))
     counted("post", reverse("channels:panel_skip", args=[panel.slug, lease_id]), status=302)
+    task = counted("get", next_url, status=302).url
     for _ in range(2):
-        task = counted("get", next_url, status=302).url
+        # The second time round, the page the label's POST led to: it claimed the next prompt.
         token = counted("get", task).context["client_token"]
-        counted("post", task, {"value": "1", "client_token": token}, status=302)
+        task = counted("post", task, {"value": "1", "client_token": token}, status=302).url
     assert counted.counts == PANEL_PAGE_QUERIES[kind], f"queries per request: {counted.counts}"

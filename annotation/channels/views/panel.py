@@ -77,12 +77,19 @@ def panel_next(request, slug):
     session, error = _require_session(request, panel)
     if error:
         return error
+    return _to_next_task(panel, session)
+
+
+def _to_next_task(panel: PanelConfig, session: PanelSession):
+    """The participant's next prompt, claimed, and a redirect to its page; the end (panel_done, which says
+    why) when their quota is reached or nothing is left. ``next`` and the label's POST both go on here,
+    so a label leads straight to the next prompt's page (a request fewer per label)."""
     if session.completed_at or _quota_reached(panel, session):
-        return redirect("channels:panel_done", slug=slug)
+        return redirect("channels:panel_done", slug=panel.slug)
     result = core.lease_acquire(campaign=panel.publication.campaign, worker=session.worker)
     if isinstance(result, core.NothingLeft):
-        return redirect("channels:panel_done", slug=slug)
-    return redirect("channels:panel_task", slug=slug, lease_id=result.pk)
+        return redirect("channels:panel_done", slug=panel.slug)
+    return redirect("channels:panel_task", slug=panel.slug, lease_id=result.pk)
 
 
 def panel_task(request, slug, lease_id):
@@ -99,9 +106,10 @@ def panel_task(request, slug, lease_id):
         if post.error is None:
             if post.ack is None:
                 messages.warning(request, post.refusal.message)
-            elif not post.ack.duplicate:
+                return redirect("channels:panel_next", slug=slug)
+            if not post.ack.duplicate:
                 services.panel_label_counted(session=session)
-            return redirect("channels:panel_next", slug=slug)
+            return _to_next_task(panel, session)
         error = post.error
     lease = core_selectors.lease_for_worker(lease_id=lease_id, worker=session.worker, campaign=campaign)
     if error is None and not lease_is_live(lease):
