@@ -16,7 +16,6 @@ import threading
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
 from rest_framework.test import APIClient
 
 from annotation import selectors, services
@@ -40,7 +39,7 @@ from audits.selectors import campaign_totals, latest_snapshot, quick_audit_data
 from tests.api.conftest import row_counts
 from tests.channels.conftest import fake_mturk, fast_botocore_backoff, mturk  # noqa: F401 (fixtures)
 from tests.channels.workers import OPTIONS, open_task
-from tests.helpers import label_one, signed_in
+from tests.helpers import db_thread, label_one, signed_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 WHY = "Answers 1 to everything."
@@ -503,24 +502,18 @@ def test_a_worker_labeling_while_being_recollected_keeps_every_guarantee(make_ca
     acknowledged, errors, started = [], [], threading.Event()
 
     def label_on():
-        try:
-            while True:
-                lease = services.lease_acquire(campaign=campaign, worker=spammer)
-                if not isinstance(lease, Lease):
-                    return
-                try:
-                    ack = services.label_submit(lease_id=lease.pk, worker=spammer, value=1, client_token=f"r{lease.pk}")
-                except services.LabelRefused:
-                    continue
-                acknowledged.append(ack.label_id)
-                started.set()
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
+        while True:
+            lease = services.lease_acquire(campaign=campaign, worker=spammer)
+            if not isinstance(lease, Lease):
+                return
+            try:
+                ack = services.label_submit(lease_id=lease.pk, worker=spammer, value=1, client_token=f"r{lease.pk}")
+            except services.LabelRefused:
+                continue
+            acknowledged.append(ack.label_id)
+            started.set()
 
-    thread = threading.Thread(target=label_on)
-    thread.start()
+    thread = db_thread(label_on, errors)
     started.wait(30)
     action = worker_act(kind="recollect", campaign=campaign, worker=spammer, by=researcher, reason=WHY)
     thread.join(60)

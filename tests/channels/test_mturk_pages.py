@@ -153,6 +153,17 @@ def test_two_open_assignments_of_one_worker_give_one_label_each(published, mturk
     assert labels[0].prompt_id != labels[1].prompt_id
 
 
+@pytest.mark.parametrize("lease", ["", "999999"])
+def test_a_submit_without_the_workers_lease_goes_back_to_the_task_page(published, mturk, lease):
+    """A missing lease id beside the signed token, or one that is not this worker's: no label, and the
+    frame goes back to the HIT's task page, which says so and shows another prompt."""
+    action = label_form_action(open_task(mturk, accept(mturk, "AW1")))
+    response = fresh_client().post(re.sub(r"lease=\d+", f"lease={lease}", action), {"value": "1"})
+    assert response.status_code == 302 and response["Location"].endswith("&notice=not_leased")
+    assert Label.objects.count() == 0
+    assert b"That prompt is no longer yours" in fresh_client().get(response["Location"]).content
+
+
 def test_heartbeat_with_the_token(published, mturk):
     page = open_task(mturk, accept(mturk, "AW1"))
     url = re.search(r'data-heartbeat-url="([^"]+)"', page.content.decode()).group(1).replace("&amp;", "&")

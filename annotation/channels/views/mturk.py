@@ -187,6 +187,11 @@ def _assignment_from_token(request):
     return data, assignment, (assignment.hit.publication if assignment else None)
 
 
+def _not_leased(data, channel):
+    """Back to the HIT's task page, which says the prompt is no longer this worker's."""
+    return _frame(redirect(_task_get_url(data) + "&notice=not_leased"), channel)
+
+
 @csrf_exempt  # no cookie reaches this page inside MTurk's iframe; the signed token authenticates it
 @xframe_options_exempt
 @require_POST
@@ -200,9 +205,9 @@ def mturk_task_submit(request):
     if label is not None:
         return _submit_page(request, channel, assignment, label, data["s"])
     lease_id = parse_int(request.GET.get("lease", ""))  # beside the token, unsigned: label_submit checks it
+    if lease_id is None:
+        return _not_leased(data, channel)
     try:
-        if lease_id is None:
-            raise Http404("No such lease.")
         post = label_post(
             request,
             lease_id=lease_id,
@@ -210,8 +215,8 @@ def mturk_task_submit(request):
             campaign_slug=campaign.slug,
             client_token=services.mturk_client_token(assignment.assignment_id),
         )
-    except Http404:
-        return _frame(redirect(_task_get_url(data) + "&notice=not_leased"), channel)
+    except Http404:  # label_post's answer to a lease that is not this worker's
+        return _not_leased(data, channel)
     if post.error is not None:
         lease = core_selectors.lease_for_worker(lease_id=lease_id, worker=worker, campaign=campaign)
         return _task_page(
