@@ -32,7 +32,9 @@ link is the page a Prolific study URL opens. Then, for each N in --participants,
 At the end: the guarantees on the stored rows (``annotation.selectors.invariant_violations``, must be
 0), the labels stored against the POSTs answered 302, how far the live audit is behind, and the SQL
 queries each step of the flow costs (one participant, in this process, Django's test client). The
-largest N is the largest N tried whose next-task p95 is under --target-ms.
+largest N is the largest N tried whose next-task p95 is under --target-ms. Since the label's POST claims
+the next prompt, next-task after a label is the task page alone and the claim's time is in submit: to
+compare with runs of trees before that, read submit and next-task together.
 """
 
 from __future__ import annotations
@@ -410,6 +412,7 @@ def report(args, results, checks) -> None:
     else:
         verdict = str(largest)
     print(f"\nlargest N served with p95 next-task under {args.target_ms:g} ms: {verdict}")
+    print("(next-task after a label is the task page; the POST before it claimed the prompt, in submit's time)")
 
 
 def _ms(values: tuple) -> str:

@@ -3,6 +3,7 @@ with the settings' policy built once and built again when a test changes the set
 
 import pytest
 from csp import middleware as django_csp
+from csp.constants import NONCE
 from csp.decorators import csp, csp_exempt, csp_replace, csp_update
 from django.http import HttpResponse
 from django.test import RequestFactory, override_settings
@@ -69,3 +70,19 @@ def test_a_changed_setting_is_followed(policy):
     assert headers_of(CSPMiddleware, plain)[0] == before
     if "DEBUG" not in policy:
         assert changed != before
+
+
+def test_a_page_that_asks_for_a_nonce_gets_it_in_its_header():
+    """With a policy that names the nonce, a page that used one gets it in its header (django-csp's own
+    path), and the nonce stays readable after the response, as django-csp leaves it."""
+    policy = {"DIRECTIVES": {"default-src": ["'self'"], "script-src": ["'self'", NONCE]}}
+    with override_settings(CONTENT_SECURITY_POLICY=policy):
+        ours, request = headers_of(CSPMiddleware, with_nonce)
+        theirs, their_request = headers_of(django_csp.CSPMiddleware, with_nonce)
+        nonce = str(request.csp_nonce)
+        assert f"'nonce-{nonce}'" in ours["Content-Security-Policy"]
+        assert ours["Content-Security-Policy"].replace(nonce, "N") == theirs["Content-Security-Policy"].replace(
+            str(their_request.csp_nonce), "N"
+        )
+        # A page without a nonce: the header names none.
+        assert "nonce-" not in headers_of(CSPMiddleware, plain)[0]["Content-Security-Policy"]

@@ -9,6 +9,7 @@ every third of the lease length.
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.db import DatabaseError
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -66,8 +67,13 @@ def worker_next(request, slug):
 def _to_next_task(request, slug):
     """After a label: the worker's next prompt, claimed here, and a redirect to its page, as ``next`` would
     give, without the trip through ``next`` (a request fewer per label); ``next`` itself when nothing is
-    left for them, whose page says why."""
-    result = services.lease_acquire_by_slug(slug=slug, user=request.user)
+    left for them, whose page says why, or when the claim failed."""
+    try:
+        result = services.lease_acquire_by_slug(slug=slug, user=request.user)
+    except DatabaseError:
+        # The label is saved (its own transaction, committed): a claim the database refused (SQLite busy
+        # under load) sends the worker to next, which tries again, rather than a 500 for a saved label.
+        return redirect("worker_next", slug=slug)
     if isinstance(result, services.NothingLeft):
         return redirect("worker_next", slug=slug)
     return redirect("worker_task", slug=slug, lease_id=result.pk)

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import OperationalError
 from django.test import override_settings
 from django.urls import reverse
 
@@ -386,6 +387,32 @@ def test_a_worker_labels_until_nothing_is_left(worker_client, make_campaign):
     assert response.context["code"] == "nothing_left"
     assert b"There is nothing left for you to label in this campaign." in response.content
     assert Label.objects.filter(worker__user=worker_client.user).count() == 3
+
+
+def test_a_label_leads_to_the_next_prompts_page_or_to_next_when_the_claim_fails(
+    worker_client, make_campaign, monkeypatch
+):
+    """The label's POST claims the next prompt and redirects to its page; if the database refuses that
+    claim, the label is still saved and the worker goes to next, which tries again (not a 500)."""
+    campaign = make_campaign(3, k=1)
+    next_url = reverse("worker_next", args=[campaign.slug])
+    task_url = worker_client.get(next_url).url
+    token = worker_client.get(task_url).context["client_token"]
+    response = worker_client.post(task_url, {"value": "1", "client_token": token})
+    assert response.status_code == 302 and "/task/" in response.url and response.url != task_url
+    assert Lease.objects.filter(status=Lease.Status.ACTIVE, worker__user=worker_client.user).count() == 1
+
+    def busy(**kwargs):
+        raise OperationalError("database is locked")
+
+    task_url = response.url
+    token = worker_client.get(task_url).context["client_token"]
+    monkeypatch.setattr("annotation.services.lease_acquire_by_slug", busy)
+    response = worker_client.post(task_url, {"value": "0", "client_token": token})
+    assert response.status_code == 302 and response.url == next_url
+    assert Label.objects.filter(worker__user=worker_client.user).count() == 2
+    monkeypatch.undo()
+    assert "/task/" in worker_client.get(next_url).url  # next claims the third prompt
 
 
 def test_a_double_submission_counts_once(worker_client, make_campaign):

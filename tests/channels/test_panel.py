@@ -6,6 +6,7 @@ who found nothing to label."""
 import re
 
 import pytest
+from django.db import OperationalError
 from django.test import Client
 
 from annotation import services as core
@@ -104,6 +105,24 @@ def test_redirect_on_completion(make_campaign, researcher):
     assert response["Location"] == f"/channels/panel/{panel.slug}/done/"  # the quota reached: straight to the end
     response = client.get(response["Location"])
     assert response.status_code == 302 and response["Location"] == url
+
+
+def test_a_saved_label_whose_next_claim_fails_leads_to_next(make_campaign, researcher, monkeypatch):
+    """The label's POST claims the next prompt itself; if the database refuses that claim, the label is
+    still saved and counted, and the participant goes to next, which tries again (not a 500)."""
+    campaign = make_campaign(3, k=1)
+    panel = make_panel(campaign, researcher)
+    client = Client()
+    page = client.get(client.get(arrive(client, panel, "P1")["Location"])["Location"])
+    token = re.search(r'name="client_token" value="([^"]+)"', page.content.decode()).group(1)
+
+    def busy(**kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr("annotation.services.lease_acquire", busy)
+    response = client.post(page.wsgi_request.path, {"value": "1", "client_token": token})
+    assert response.status_code == 302 and response["Location"] == f"/channels/panel/{panel.slug}/next/"
+    assert Label.objects.count() == 1 and PanelSession.objects.get().n_labels == 1
 
 
 def test_the_done_page_is_not_a_shortcut(make_campaign, researcher):

@@ -4,6 +4,7 @@ parse, call one service or selector, render; the participant's panel session is 
 session."""
 
 from django.contrib import messages
+from django.db import DatabaseError
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -109,7 +110,12 @@ def panel_task(request, slug, lease_id):
                 return redirect("channels:panel_next", slug=slug)
             if not post.ack.duplicate:
                 services.panel_label_counted(session=session)
-            return _to_next_task(panel, session)
+            try:
+                return _to_next_task(panel, session)
+            except DatabaseError:
+                # The label is saved and counted: a claim the database refused (SQLite busy under load)
+                # sends the participant to next, which tries again, rather than a 500 for a saved label.
+                return redirect("channels:panel_next", slug=slug)
         error = post.error
     lease = core_selectors.lease_for_worker(lease_id=lease_id, worker=session.worker, campaign=campaign)
     if error is None and not lease_is_live(lease):
