@@ -28,14 +28,15 @@ _CHANGED_BY_A_VIEW = (
     "_csp_replace_ro",
     "_csp_exempt_ro",
 )
-_SETTINGS = ("CONTENT_SECURITY_POLICY", "CONTENT_SECURITY_POLICY_REPORT_ONLY", "DEBUG")
+# The settings the built headers come from (DEBUG is read on every response, not kept).
+_POLICIES = ("CONTENT_SECURITY_POLICY", "CONTENT_SECURITY_POLICY_REPORT_ONLY")
 
 
 @cache
 def _settings_policy() -> tuple[str, str] | None:
     """The two headers the settings give (an empty string: that header is not sent), or None when the
     settings exclude URL prefixes, which the fast path does not handle."""
-    for name in _SETTINGS[:2]:
+    for name in _POLICIES:
         if (getattr(settings, name, None) or {}).get("EXCLUDE_URL_PREFIXES"):
             return None
     return build_policy(), build_policy(report_only=True)
@@ -43,7 +44,7 @@ def _settings_policy() -> tuple[str, str] | None:
 
 @receiver(setting_changed)
 def _forget_policy(*, setting, **kwargs):
-    if setting in _SETTINGS:
+    if setting in _POLICIES:
         _settings_policy.cache_clear()
 
 
