@@ -2,11 +2,14 @@
 in with a test client or a browser, a page's messages, the API's error shape, and the table of bad prompt
 files. Fixtures are in tests/conftest.py."""
 
+import contextlib
 import io
 import itertools
 import json
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
+from unittest import mock
 
 import pandas as pd
 from django.conf import settings
@@ -14,6 +17,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from annotation import services
 from annotation.models import ImportBatch, Label, Lease, Participation, Prompt, Slot
@@ -25,6 +29,8 @@ PASSWORD = "pw-for-tests-123"
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 3}
 BINARIZATION = {"1": 0, "2": 0, "3": 1, "4": 1}
 _sim_seq = itertools.count(1)
+# label_all's value for "each prompt's gold": a careful worker.
+GOLD = object()
 
 
 def signed_in(user=None) -> Client:
@@ -115,13 +121,43 @@ def label_one(campaign, worker, value=1) -> Label:
     return Label.objects.get(pk=ack.label_id)
 
 
-def label_all(campaign, worker, value=1) -> int:
-    """The worker labels everything the campaign has for them (through the services); returns how many."""
+def label_all(campaign, worker, value=1, *, clock=None) -> int:
+    """The worker labels everything the campaign has for them (through the services); returns how many.
+
+    ``value``: every label's, or ``GOLD`` for each prompt's gold. With a ``clock`` (``paced_clock``), each
+    label comes ``clock.pace`` seconds after its lease."""
     n = 0
     while not isinstance(lease := services.lease_acquire(campaign=campaign, worker=worker), services.NothingLeft):
-        services.label_submit(lease_id=lease.pk, worker=worker, value=value, client_token=f"t{lease.pk}")
+        if clock is not None:
+            clock.advance(clock.pace)
+        answer = lease.prompt.gold if value is GOLD else value
+        services.label_submit(lease_id=lease.pk, worker=worker, value=answer, client_token=f"t{lease.pk}")
         n += 1
     return n
+
+
+class Clock:
+    """``timezone.now()`` for the services, moved on by hand: a worker's seconds on a prompt are what the
+    test says they are, not this machine's timing (labels made in-process take a millisecond or less, and
+    the speed flag compares each worker's median with the campaign's: at that scale, noise)."""
+
+    def __init__(self, pace: float = 5.0):
+        self.now = timezone.now()
+        self.pace = pace  # seconds per label, for label_all
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@contextlib.contextmanager
+def paced_clock(pace: float = 5.0):
+    """A ``Clock`` patched in as ``django.utils.timezone.now`` for the block."""
+    clock = Clock(pace)
+    with mock.patch("django.utils.timezone.now", clock):
+        yield clock
 
 
 # The campaigns the worker loop's query-count tests run on (worker_loop_campaign).

@@ -12,7 +12,7 @@ from annotation.selectors import worker_audit
 from annotation.services.quality import WorkerActionRefused, worker_act, workers_act
 from audits import services as audit_services
 from tests.api.conftest import row_counts
-from tests.helpers import label_all, signed_in
+from tests.helpers import GOLD, label_all, paced_clock, signed_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 WHY = "Answers 1 to everything."
@@ -22,21 +22,16 @@ def _sim(name):
     return services.worker_get_or_create(channel="sim", external_id=name)
 
 
-def _label_by_gold(campaign, worker):
-    """The worker labels every prompt left for them with its gold: a careful worker."""
-    while not isinstance(lease := services.lease_acquire(campaign=campaign, worker=worker), services.NothingLeft):
-        services.label_submit(lease_id=lease.pk, worker=worker, value=lease.prompt.gold, client_token=f"t{lease.pk}")
-
-
 @pytest.fixture
 def crowd(make_campaign):
     """30 prompts, k = 3: two careful workers and a spammer who answers 1 to all 30, then the quick audit."""
     campaign = make_campaign(30, k=3)
     careful = [_sim("careful-a"), _sim("careful-b")]
     spammer = _sim("spammer")
-    for worker in careful:
-        _label_by_gold(campaign, worker)
-    label_all(campaign, spammer, value=1)
+    with paced_clock() as clock:  # one pace for all: no speed flag from this machine's timing
+        for worker in careful:
+            label_all(campaign, worker, GOLD, clock=clock)
+        label_all(campaign, spammer, value=1, clock=clock)
     audit_services.audit_refresh(campaign_id=campaign.pk)
     return campaign, careful, spammer
 

@@ -8,7 +8,7 @@ from annotation import services
 from annotation.models import Participation, WorkerAction
 from audits import services as audit_services
 from tests.api.conftest import row_counts
-from tests.helpers import assert_error, label_all
+from tests.helpers import GOLD, assert_error, label_all, paced_clock
 
 pytestmark = [pytest.mark.django_db]
 WHY = "Answers 1 to everything."
@@ -20,9 +20,9 @@ def crowd(make_campaign):
     campaign = make_campaign(24, k=2)
     careful = services.worker_get_or_create(channel="sim", external_id="careful")
     spammer = services.worker_get_or_create(channel="sim", external_id="spammer")
-    while not isinstance(lease := services.lease_acquire(campaign=campaign, worker=careful), services.NothingLeft):
-        services.label_submit(lease_id=lease.pk, worker=careful, value=lease.prompt.gold, client_token=f"t{lease.pk}")
-    label_all(campaign, spammer, value=1)
+    with paced_clock() as clock:  # one pace for both: no speed flag from this machine's timing
+        label_all(campaign, careful, GOLD, clock=clock)
+        label_all(campaign, spammer, value=1, clock=clock)
     audit_services.audit_refresh(campaign_id=campaign.pk)
     return campaign, careful, spammer
 

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from datetime import timedelta
-from unittest import mock
 
 import pytest
 from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.urls import reverse
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 from annotation import services
@@ -26,7 +23,7 @@ from annotation.services.controls import prompts_control_set
 from annotation.services.rules import MAX_MIN_LABELS, rule_create, rule_deactivate
 from audits import selectors
 from audits import services as audit_services
-from tests.helpers import assert_error, jsonl, messages_of, signed_in
+from tests.helpers import assert_error, jsonl, messages_of, paced_clock, signed_in
 
 pytestmark = [pytest.mark.django_db]
 
@@ -221,20 +218,6 @@ def test_strangers_get_404_from_the_rule_pages(campaign, researcher, make_user):
 # apart, so a rule acts at the exact label (or control) at which its condition first holds.
 
 
-class Clock:
-    """``timezone.now()`` for the services, moved on by hand: a worker's seconds on a prompt are what
-    the simulation says they are."""
-
-    def __init__(self):
-        self.now = timezone.now()
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
 @dataclass(frozen=True)
 class Kind:
     name: str
@@ -276,11 +259,10 @@ def run_crowd(campaign, crowd: list[Kind], *, seed: int) -> list[Record]:
     rng = random.Random(seed)
     gold = dict(Prompt.objects.filter(campaign=campaign).values_list("pk", "gold"))
     records = [Record(sim_worker(kind.name), kind) for kind in crowd]
-    clock = Clock()
     saved = random.getstate()
     random.seed(seed)  # the assignment engine's draws (which slot, whether a control is due)
     try:
-        with mock.patch("django.utils.timezone.now", clock):
+        with paced_clock() as clock:
             active = list(records)
             while active:
                 record = rng.choice(active)
