@@ -7,6 +7,7 @@ decisions acted on by the labeling platform:
 
 * ``label_stats_add``: mark one new label for its campaign's statistics (``label_submit``, inside its
   transaction: the quick run folds it in), and schedule a recomputation of the audit after the commit.
+  ``label_mark_sql`` is the mark's statement, for a label's INSERT to carry it (then ``marked=True``).
 * ``audit_stats_invalidate``: the statistics no longer match the labels (a void label, a changed
   binarization map, a worker excluded or included); they are rebuilt by the next run, which it
   schedules after the commit.
@@ -35,13 +36,14 @@ themselves, on commit, which is the only moment annotation has anything for it.
 
 from audits.selectors.coverage import latest_numbers, worker_audit_table, worker_audited, worker_numbers
 from audits.selectors.worker_rules import RuleDecision
-from audits.services.stats import audit_stats_invalidate, label_stats_add, stats_rebuild
+from audits.services.stats import audit_stats_invalidate, label_mark_sql, label_stats_add, stats_rebuild
 from audits.signals import analysis_recorded, rules_applied, worker_actions_due
 
 __all__ = [
     "RuleDecision",
     "analysis_recorded",
     "audit_stats_invalidate",
+    "label_mark_sql",
     "label_stats_add",
     "latest_numbers",
     "rules_applied",

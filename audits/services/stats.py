@@ -90,16 +90,22 @@ def _disagreement(count: int, total: float, sumsq: float) -> float | None:
     return max(0.0, (count * sumsq - total * total) / (count * count))
 
 
-def label_stats_add(*, label: Label) -> None:
-    """Mark one new counted label for the next fold (``PendingLabel``) and schedule the quick run on
-    commit: the one statement the live audit adds to a label's transaction (``label_submit``), whose
-    row lock it never waits on. Call it inside that transaction: the label and its mark commit
-    together, so the fold sees either both or neither."""
+def label_mark_sql(labels: str) -> str:
+    """The statement that marks new counted labels for the next fold (``PendingLabel``): an INSERT of the
+    ``id`` and ``campaign_id`` of each row of ``labels``, a table expression. ``label_submit`` makes it a
+    part of the label's own INSERT on PostgreSQL (a data-modifying ``WITH``), one statement for both."""
+    pending = quote(PendingLabel._meta.db_table)
+    return f"INSERT INTO {pending} (label_id, campaign_id) SELECT id, campaign_id FROM {labels}"
+
+
+def label_stats_add(*, label: Label, marked: bool = False) -> None:
+    """Mark one new counted label for the next fold (``label_mark_sql``), unless its INSERT already did
+    (``marked``), and schedule the quick run on commit: the live audit's one write in a label's
+    transaction (``label_submit``), whose row lock it never waits on. Call it inside that transaction:
+    the label and its mark commit together, so the fold sees either both or neither."""
     transaction.on_commit(partial(audit_schedule_recompute, campaign_id=label.campaign_id))
-    sql(
-        f"INSERT INTO {quote(PendingLabel._meta.db_table)} (label_id, campaign_id) VALUES (%s, %s)",
-        [label.pk, label.campaign_id],
-    )
+    if not marked:
+        sql(label_mark_sql("(SELECT %s AS id, %s AS campaign_id) AS added"), [label.pk, label.campaign_id])
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from annotation.selectors import worker_audit
 from annotation.services.quality import WorkerActionRefused, worker_act, workers_act
 from audits import services as audit_services
 from tests.api.conftest import row_counts
-from tests.helpers import GOLD, label_all, paced_clock, signed_in
+from tests.clock import paced
+from tests.helpers import GOLD, label_all, signed_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 WHY = "Answers 1 to everything."
@@ -28,7 +29,7 @@ def crowd(make_campaign):
     campaign = make_campaign(30, k=3)
     careful = [_sim("careful-a"), _sim("careful-b")]
     spammer = _sim("spammer")
-    with paced_clock() as clock:  # one pace for all: no speed flag from this machine's timing
+    with paced() as clock:  # one pace for all: no speed flag from this machine's timing
         for worker in careful:
             label_all(campaign, worker, GOLD, clock=clock)
         label_all(campaign, spammer, value=1, clock=clock)

@@ -8,7 +8,8 @@ from annotation import services
 from annotation.models import Participation, WorkerAction
 from audits import services as audit_services
 from tests.api.conftest import row_counts
-from tests.helpers import GOLD, assert_error, label_all, paced_clock
+from tests.clock import paced
+from tests.helpers import GOLD, assert_error, label_all
 
 pytestmark = [pytest.mark.django_db]
 WHY = "Answers 1 to everything."
@@ -20,7 +21,7 @@ def crowd(make_campaign):
     campaign = make_campaign(24, k=2)
     careful = services.worker_get_or_create(channel="sim", external_id="careful")
     spammer = services.worker_get_or_create(channel="sim", external_id="spammer")
-    with paced_clock() as clock:  # one pace for both: no speed flag from this machine's timing
+    with paced() as clock:  # one pace for both: no speed flag from this machine's timing
         label_all(campaign, careful, GOLD, clock=clock)
         label_all(campaign, spammer, value=1, clock=clock)
     audit_services.audit_refresh(campaign_id=campaign.pk)

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from annotation import services
 from annotation.channels import services as channels
-from tests.helpers import WORKER_LOOP_KINDS, CountedRequests, worker_loop_campaign
+from tests.helpers import WORKER_LOOP_KINDS, CountedRequests, on_this_database, worker_loop_campaign
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 
@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.both_dbs]
 # heartbeat, skip (-> 302), next, then twice: the task page and the label's POST (-> 302), which claims the
 # next prompt and leads to its page (the second finds none left, and leads to the end). The participant's
 # worker exists and joined the campaign, as for every visit but their first; the slot draw's random start
-# is pinned, as in the API's count.
+# is pinned, as in the API's count. The counts are SQLite's: a label's POST makes 2 fewer on PostgreSQL
+# (on_this_database).
 PANEL_PAGE_QUERIES = {
     # The study link (a new browser: no session to read): the panel with its publication and campaign, the
     # worker, the panel session made (BEGIN, its read, a savepoint, INSERT, RELEASE, COMMIT), the new
@@ -59,4 +60,5 @@ def test_the_panel_pages_cost_a_fixed_number_of_queries(kind, make_campaign, res
         # The second time round, the page the label's POST led to: it claimed the next prompt.
         token = counted("get", task).context["client_token"]
         task = counted("post", task, {"value": "1", "client_token": token}, status=302).url
-    assert counted.counts == PANEL_PAGE_QUERIES[kind], f"queries per request: {counted.counts}"
+    expected = on_this_database(PANEL_PAGE_QUERIES[kind], labels=(8, 10))
+    assert counted.counts == expected, f"queries per request: {counted.counts}"

@@ -23,7 +23,8 @@ from annotation.services.controls import prompts_control_set
 from annotation.services.rules import MAX_MIN_LABELS, rule_create, rule_deactivate
 from audits import selectors
 from audits import services as audit_services
-from tests.helpers import assert_error, jsonl, messages_of, paced_clock, signed_in
+from tests.clock import paced
+from tests.helpers import assert_error, jsonl, messages_of, signed_in
 
 pytestmark = [pytest.mark.django_db]
 
@@ -262,7 +263,7 @@ def run_crowd(campaign, crowd: list[Kind], *, seed: int) -> list[Record]:
     saved = random.getstate()
     random.seed(seed)  # the assignment engine's draws (which slot, whether a control is due)
     try:
-        with paced_clock() as clock:
+        with paced() as clock:
             active = list(records)
             while active:
                 record = rng.choice(active)
