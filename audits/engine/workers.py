@@ -38,6 +38,9 @@ is flagged when both hold:
 median against the campaign's median over all labels. Flagged **too fast** when the worker gave
 at least :data:`audits.engine.accuracy.MIN_SCORED_FLOOR` labels and their median is below
 :data:`SPEED_SHARE` (a quarter) of the campaign's: a ratio, so it scales with the prompts' length.
+Nobody is flagged while the campaign's median is under :data:`SPEED_MIN_CAMPAIGN_SECONDS` (half a
+second): no crowd that reads its prompts labels that fast, so such times measure the machine (a
+script, labels made in-process), and a quarter of them is noise, not haste.
 """
 
 from __future__ import annotations
@@ -59,9 +62,11 @@ __all__ = [
     "worker_speed",
     "worker_speed_from_medians",
     "SPEED_SHARE",
+    "SPEED_MIN_CAMPAIGN_SECONDS",
 ]
 
 SPEED_SHARE = 0.25
+SPEED_MIN_CAMPAIGN_SECONDS = 0.5
 
 
 def _check_confidence(confidence: float) -> float:
@@ -342,8 +347,9 @@ def worker_speed(
     (['a', 'b', 'fast'], [False, False, True], 4.0)
     >>> s.reason(2)
     "median 0.5 s per label, 12 % of the campaign's median of 4.0 s"
-    >>> worker_speed(["bot"] * 10 + ["a"] * 10, [0.004] * 10 + [0.05] * 10).reason(1)
-    "median 0.004 s per label, 15 % of the campaign's median of 0.027 s"
+    >>> machine = worker_speed(["bot"] * 10 + ["a"] * 10, [0.004] * 10 + [0.05] * 10)
+    >>> machine.reason(1), machine.flagged.tolist()  # a campaign's median under half a second: no flag
+    ("median 0.004 s per label, 15 % of the campaign's median of 0.027 s", [False, False])
     """
     t = np.asarray(seconds, dtype=np.float64).reshape(-1)
     ids_in = np.asarray(workers).reshape(-1)
@@ -370,7 +376,8 @@ def worker_speed(
 def _speed(ids, n, median, campaign: float, *, min_labels: int, max_share: float) -> WorkerSpeed:
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = median / campaign if campaign > 0 else np.full(ids.size, np.nan)
-    flagged = (n >= min_labels) & (np.nan_to_num(ratio, nan=1.0) < max_share)
+    timed = campaign >= SPEED_MIN_CAMPAIGN_SECONDS  # False for NaN too
+    flagged = (n >= min_labels) & (np.nan_to_num(ratio, nan=1.0) < max_share) & timed
     return WorkerSpeed(ids, n, median, campaign, ratio, flagged, int(min_labels), float(max_share))
 
 

@@ -48,6 +48,7 @@ from audits.engine.flags import ALPHA, MIN_LABELS, MIN_SHARE, straight_lining
 from audits.engine.flags import _rule as straight_lining_rule
 from audits.engine.matrix import LabelMatrix
 from audits.engine.workers import (
+    SPEED_MIN_CAMPAIGN_SECONDS,
     SPEED_SHARE,
     control_accuracy,
     worker_bias,
@@ -114,6 +115,7 @@ class WorkerQuality:
                 "min_controls": self.min_controls,
                 "speed_share": SPEED_SHARE,
                 "speed_min_labels": MIN_SCORED_FLOOR,
+                "speed_min_campaign_seconds": SPEED_MIN_CAMPAIGN_SECONDS,
             },
             "workers": [row.numbers() for row in self.rows],
         }

@@ -47,7 +47,11 @@ def dashboard(request, slug):
         "numbers": glossary.NUMBERS,
         "accuracy_metrics": {m.key: m for m in glossary.ACCURACY},
         "reference": glossary.REFERENCE,
-        "speed": {"min_labels": accuracy.MIN_SCORED_FLOOR, "share": round(workers.SPEED_SHARE * 100)},
+        "speed": {
+            "min_labels": accuracy.MIN_SCORED_FLOOR,
+            "share": round(workers.SPEED_SHARE * 100),
+            "min_campaign_seconds": workers.SPEED_MIN_CAMPAIGN_SECONDS,
+        },
         "truth_methods": [(m, truths.NAMES[m], m != "glad") for m in METHODS],
         "skip_reason": full_audit_skip_reason(campaign),
         "free_text": campaign.schema == Campaign.Schema.FREE_TEXT,
@@ -112,6 +116,7 @@ def guide(request):
         "power": {"cap": accuracy.UNDERPOWERED_N, "floor": accuracy.MIN_SCORED_FLOOR},
         "straight": {"min_labels": flags.MIN_LABELS, "min_share": round(flags.MIN_SHARE * 100), "alpha": flags.ALPHA},
         "speed_share": round(workers.SPEED_SHARE * 100),
+        "speed_min_campaign_seconds": workers.SPEED_MIN_CAMPAIGN_SECONDS,
         "kappa_min_shared": KAPPA_MIN_SHARED,
     }
     return render(request, "audits/guide.html", context)

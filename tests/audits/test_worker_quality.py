@@ -14,7 +14,7 @@ import audits.engine.workers
 from audits.engine.accuracy import power_cutoff
 from audits.engine.matrix import LabelMatrix
 from audits.engine.noise import noise_audit
-from audits.engine.workers import SPEED_SHARE, control_accuracy, worker_bias, worker_speed
+from audits.engine.workers import SPEED_MIN_CAMPAIGN_SECONDS, SPEED_SHARE, control_accuracy, worker_bias, worker_speed
 
 from .test_engine_isolation import FORBIDDEN, run_without_django
 
@@ -198,6 +198,17 @@ def test_speed_medians_follow_their_definition_and_the_ratio_flags_the_fast():
     # "brief" is fast too, but 9 labels are fewer than the 10 a flag needs
     assert dict(zip(s.worker_ids, s.flagged)) == {"brief": False, "careful": False, "fast": True, "steady": False}
     assert s.ratio[2] < SPEED_SHARE < s.ratio[3]
+
+
+def test_speed_flags_nobody_while_the_campaigns_median_is_under_half_a_second():
+    # The same crowd, its times scaled down (a script's, or labels made in-process): the ratios are the
+    # same, and they flag the fast worker only while the campaign's median is a time people take.
+    workers = ["fast"] * 10 + ["a"] * 10 + ["b"] * 10
+    seconds = np.array([0.5] * 10 + [4.0] * 10 + [6.0] * 10)
+    for scale, flagged in ((1.0, True), (0.126, True), (0.124, False), (0.001, False)):
+        s = worker_speed(workers, seconds * scale)
+        assert (s.campaign_median >= SPEED_MIN_CAMPAIGN_SECONDS) is flagged, scale
+        assert s.ratio[2] == pytest.approx(0.125) and s.flagged.tolist() == [False, False, flagged], scale
 
 
 def test_speed_of_no_labels_is_empty():

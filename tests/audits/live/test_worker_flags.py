@@ -15,13 +15,6 @@ from audits import selectors
 pytestmark = [pytest.mark.django_db]
 
 
-def judged(flags: list[dict]) -> list[dict]:
-    """The flags this file tests: the replay labels each prompt within a millisecond of its lease, so a
-    worker's speed against the campaign's median is the machine's timing here, not the personality's
-    (the speed flag has its own tests)."""
-    return [flag for flag in flags if flag["kind"] != "too_fast"]
-
-
 def test_same_answer_workers_are_flagged_and_careful_ones_are_not(demo):
     campaign, personalities = demo
     assert campaign.labels.count() == 300 and campaign.k == 5
@@ -50,10 +43,10 @@ def test_same_answer_workers_are_flagged_and_careful_ones_are_not(demo):
     for name in ("careful", "steady"):
         for row in by_kind[name]:
             assert not row["straight_lining"] and not row["outlier"] and not row["underpowered"], row
-            assert judged(row["flags"]) == [] and row["accuracy_gold"] > 0.8
+            assert row["flags"] == [] and row["accuracy_gold"] > 0.8
     for row in by_kind["drive-by"]:  # 6 labels: too few for a narrow interval, and too few to judge a habit
         assert row["labels"] == 6 and row["underpowered"] and not row["straight_lining"]
-        assert judged(row["flags"])[-1] == {
+        assert row["flags"][-1] == {
             "kind": "underpowered",
             "text": f"underpowered: {row['n_scored']} scored prompts, fewer than 15",
         }
