@@ -31,6 +31,10 @@ which stays queued. Then, for each size in --prompts:
 Everything runs on this machine: the clients, gunicorn, PostgreSQL and whatever else is running.
 The table reports the CPU each of them used, and the whole machine's, so a noisy run shows.
 
+--submit-next: each client asks for its next prompt with its submit (``"next": true``), so a cycle is
+one request (next-task only at the start, or on a tree without it); the submit column is then the
+whole cycle's latency.
+
 --against REV: an A/B in one run. REV is checked out with ``git worktree`` in a temporary folder, and
 each size's load runs --rounds times on each tree's web server in turn (REV first), on the same
 database and campaign, migrated by this tree (REV's code must run on it: migrations add columns with
@@ -310,10 +314,16 @@ class Tally:
             self.outcomes[what] = self.outcomes.get(what, 0) + 1
 
 
-def client(base: str, slug: str, key: str, tally: Tally, stop: threading.Event, seed: int) -> None:
+def client(
+    base: str, slug: str, key: str, tally: Tally, stop: threading.Event, seed: int, submit_next: bool = False
+) -> None:
+    """One API client's loop: next-task, then submit; with ``submit_next``, each submit also asks for the
+    next prompt (``"next": true``) and the client asks next-task only when the answer brings none (at
+    the start, or from a tree without it)."""
     rng = random.Random(seed)
     session = requests.Session()
     session.headers["Authorization"] = f"Token {key}"
+    lease = None
 
     def post(endpoint: str, path: str, body=None):
         started = time.perf_counter()
@@ -324,17 +334,22 @@ def client(base: str, slug: str, key: str, tally: Tally, stop: threading.Event, 
 
     while not stop.is_set():
         try:
-            response = post("next-task", f"/api/v1/campaigns/{slug}/next-task/")
-            lease = response.json()["lease"] if response.status_code == 200 else None
             if lease is None:
-                tally.count(f"next-task {response.status_code} {_code(response)}")
-                time.sleep(0.5)
-                continue
+                response = post("next-task", f"/api/v1/campaigns/{slug}/next-task/")
+                lease = response.json()["lease"] if response.status_code == 200 else None
+                if lease is None:
+                    tally.count(f"next-task {response.status_code} {_code(response)}")
+                    time.sleep(0.5)
+                    continue
             value, token = rng.randint(0, 1), uuid.uuid4().hex
-            response = post("submit", f"/api/v1/leases/{lease['id']}/submit/", {"value": value, "client_token": token})
+            body = {"value": value, "client_token": token} | ({"next": True} if submit_next else {})
+            response = post("submit", f"/api/v1/leases/{lease['id']}/submit/", body)
+            lease = None
             if response.status_code == 201:
+                answer = response.json()
                 with tally.lock:
-                    tally.acks[response.json()["label_id"]] = (key, token, value)
+                    tally.acks[answer["label_id"]] = (key, token, value)
+                lease = (answer.get("next_task") or {}).get("lease")
             tally.count(f"submit {response.status_code} {_code(response)}")
         except requests.RequestException as exc:
             tally.count(f"connection error {type(exc).__name__}")
@@ -543,7 +558,7 @@ def run_window(args, tree: tuple[str, Path], slug: str, keys: list[str], stack: 
     seen, stop = len(tally.samples), threading.Event()
     outcomes_before = dict(tally.outcomes)
     threads = [
-        threading.Thread(target=client, args=(base, slug, key, tally, stop, n), daemon=True)
+        threading.Thread(target=client, args=(base, slug, key, tally, stop, n, args.submit_next), daemon=True)
         for n, key in enumerate(keys)
     ]
     for thread in threads:
@@ -685,6 +700,11 @@ def main(argv=None) -> int:
     parser.add_argument("--floor-seconds", type=float, default=10, help="pgbench's run per size (the SQL floor)")
     parser.add_argument("--against", help="git revision to compare with (A/B in one run, REV first)")
     parser.add_argument("--rounds", type=int, default=1, help="A/B: windows of each tree per size, alternating")
+    parser.add_argument(
+        "--submit-next",
+        action="store_true",
+        help='clients ask for the next prompt with each submit ("next": true): one request per cycle',
+    )
     args = parser.parse_args(argv)
 
     import psycopg

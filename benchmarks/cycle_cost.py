@@ -15,6 +15,8 @@ each submit schedules stays queued. One launched campaign (--prompts binary prom
 --k) and, for each path, a new worker doing next-task + submit cycles:
 
 * ``api``: the REST API with a token (POST next-task, POST submit);
+* ``api-next``: the same client asking for its next prompt with each submit (``"next": true``): a cycle is
+  one POST, next-task only where the answer brings no prompt (the first cycle, or a tree without it);
 * ``html``: a signed-in user's task pages (GET /w/<slug>/next/ -> 302, GET the task page, POST the label -> 302),
   following the redirects as a browser does: where the POST redirects to the next task page, the next
   cycle starts there, without the GET of next;
@@ -48,7 +50,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CLIENT_TOKEN = re.compile(r'name="client_token" value="([^"]+)"')
-PATHS = ("api", "html", "panel")
+PATHS = ("api", "api-next", "html", "panel")
 
 # Where self time goes, by the file a function is defined in: first match wins.
 CATEGORIES = (
@@ -149,6 +151,24 @@ def _cycles(args) -> dict:
 
         return cycle
 
+    def api_next_worker():
+        user = users.create(username=f"api-next-{uuid.uuid4().hex[:8]}")
+        token = services.api_token_get_or_create(user=user).key
+        client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Token {token}")
+        held = {"lease": None}
+
+        def cycle(step):
+            lease = (
+                held["lease"]
+                or step("next-task", client.post, f"/api/v1/campaigns/{campaign.slug}/next-task/").json()["lease"]
+            )
+            body = json.dumps({"value": 1, "client_token": uuid.uuid4().hex, "next": True})
+            response = step("submit", client.post, f"/api/v1/leases/{lease['id']}/submit/", body, "application/json")
+            assert response.status_code == 201, response.content
+            held["lease"] = (response.json().get("next_task") or {}).get("lease")
+
+        return cycle
+
     def page_worker(client, next_url):
         # As a browser: the label's POST redirects to the next task page, or to next, which redirects to it.
         followed = {"task": None}
@@ -173,7 +193,7 @@ def _cycles(args) -> dict:
         arrival = client.get(f"/channels/panel/{panel.slug}/", {"PROLIFIC_PID": uuid.uuid4().hex[:24]})
         return page_worker(client, arrival["Location"])
 
-    makers = {"api": api_worker, "html": html_worker, "panel": panel_worker}
+    makers = {"api": api_worker, "api-next": api_next_worker, "html": html_worker, "panel": panel_worker}
     results = {}
     for name in args.paths:
         cycle = makers[name]()
@@ -285,7 +305,7 @@ def report(named: list[tuple[str, dict]]) -> None:
             figures = "  ".join(
                 f"{sum(count.values()) if step == 'all' else count.get(step, 0):>12.1f}" for count in counts
             )
-            print(f"  {path:<6} {step:<22} {figures}")
+            print(f"  {path:<8} {step:<20} {figures}")
     print("\nCPU ms per cycle (this process: the web side, plus SQLite itself on --db sqlite)")
     print(header)
     for path in first:
@@ -315,7 +335,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cycles", type=int, default=200, help="timed cycles per path")
     parser.add_argument("--count-cycles", type=int, default=5, help="cycles whose queries are counted")
     parser.add_argument("--warmup", type=int, default=20, help="cycles before counting and timing")
-    parser.add_argument("--paths", type=lambda s: s.split(","), default=list(PATHS), help="api,html,panel")
+    parser.add_argument("--paths", type=lambda s: s.split(","), default=list(PATHS), help="api,api-next,html,panel")
     parser.add_argument("--profile", action="store_true", help="cProfile breakdown of the timed cycles")
     parser.add_argument("--show-queries", action="store_true", help="print one cycle's SQL per request (stderr)")
     parser.add_argument("--against", help="git revision to compare with (A/B in one run)")

@@ -5,9 +5,11 @@ identity (``worker_for_user``). The lease calls do not read the lease first: the
 another worker's lease themselves (``not_leased``), which the API answers with a 404 (exceptions.py).
 """
 
+from dataclasses import asdict
 from functools import cache
 
-from drf_spectacular.utils import extend_schema
+from django.db import DatabaseError
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -46,23 +48,41 @@ class LeaseOutput(serializers.Serializer):
     prompt = PromptOutput()
 
 
-class NextTaskApi(APIView):
-    class OutputSerializer(serializers.Serializer):
-        lease = LeaseOutput(allow_null=True, help_text="null when there is no work for you; see code.")
-        worker_labels = serializers.IntegerField(required=False, help_text="Your labels in this campaign.")
-        code = serializers.CharField(
-            required=False, help_text="Why there is no lease: nothing_left, cap_reached, campaign_<status>."
-        )
-        message = serializers.CharField(required=False)
+# The schema's component keeps the name it had as next-task's own OutputSerializer: clients generated
+# from the schema refer to it.
+@extend_schema_serializer(component_name="NextTaskApiOutput")
+class NextTaskOutput(serializers.Serializer):
+    lease = LeaseOutput(allow_null=True, help_text="null when there is no work for you; see code.")
+    worker_labels = serializers.IntegerField(required=False, help_text="Your labels in this campaign.")
+    code = serializers.CharField(
+        required=False,
+        help_text="Why there is no lease: nothing_left, cap_reached, campaign_<status>; after a submit with "
+        "next, also next_task_failed (your label is saved, but no prompt could be claimed just then: ask "
+        "next-task).",
+    )
+    message = serializers.CharField(required=False)
 
-    @extend_schema(request=None, responses={200: OutputSerializer})
+
+# A submit's label is committed before its next claim begins: when the claim fails, the label stands.
+NEXT_TASK_FAILED = {
+    "lease": None,
+    "code": "next_task_failed",
+    "message": "Your label is saved, but no prompt could be claimed just now: ask for your next task.",
+}
+
+
+def _next_task(slug: str, user) -> dict:
+    """next-task's answer (``NextTaskOutput``'s data) for ``user`` in the campaign ``slug``."""
+    lease = services.lease_acquire_by_slug(slug=slug, user=user)
+    if isinstance(lease, services.NothingLeft):
+        return {"lease": None, "code": lease.code, "message": lease.reason}
+    return {"lease": lease, "worker_labels": lease.worker_labels}
+
+
+class NextTaskApi(APIView):
+    @extend_schema(request=None, responses={200: NextTaskOutput})
     def post(self, request, slug: str):
-        lease = services.lease_acquire_by_slug(slug=slug, user=request.user)
-        if isinstance(lease, services.NothingLeft):
-            body = {"lease": None, "code": lease.code, "message": lease.reason}
-        else:
-            body = {"lease": lease, "worker_labels": lease.worker_labels}
-        return Response(_output(self.OutputSerializer).to_representation(body))
+        return Response(_output(NextTaskOutput).to_representation(_next_task(slug, request.user)))
 
 
 class LeaseHeartbeatApi(APIView):
@@ -85,6 +105,11 @@ class LeaseSubmitApi(APIView):
         client_token = serializers.CharField(
             max_length=64, help_text="Chosen by the client for this label; resending it is a safe retry."
         )
+        next = serializers.BooleanField(
+            default=False,
+            help_text="true: once the label is stored, also ask for your next prompt in its campaign, as "
+            "next-task does, and answer it in next_task: one request per label instead of two.",
+        )
 
         def validate_value(self, value):
             """Only the shape; the campaign's schema checks the rest. Keeps absurd values (deep or huge
@@ -103,15 +128,27 @@ class LeaseSubmitApi(APIView):
         created_at = serializers.DateTimeField()
         worker_labels = serializers.IntegerField()
         duplicate = serializers.BooleanField(help_text="true when this repeats an already acknowledged submission.")
+        next_task = NextTaskOutput(
+            required=False,
+            help_text="With next: what next-task answers now (a retried submit gets the prompt it was given "
+            "the first time, if still yours). Absent without next.",
+        )
 
     @extend_schema(request=InputSerializer, responses={201: OutputSerializer, 200: OutputSerializer})
     def post(self, request, lease_id: int):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        then_next = data.validated_data.pop("next")
         worker = services.worker_for_user(user=request.user)
         ack = services.label_submit(lease_id=lease_id, worker=worker, **data.validated_data)
+        answer = ack
+        if then_next:  # the label is committed: its claim is a transaction of its own
+            try:
+                answer = {**asdict(ack), "next_task": _next_task(ack.campaign_slug, request.user)}
+            except DatabaseError:  # SQLite busy under load, say: the label stands, the client asks again
+                answer = {**asdict(ack), "next_task": NEXT_TASK_FAILED}
         return Response(
-            _output(self.OutputSerializer).to_representation(ack),
+            _output(self.OutputSerializer).to_representation(answer),
             status=status.HTTP_200_OK if ack.duplicate else status.HTTP_201_CREATED,
         )
 

@@ -63,6 +63,7 @@ class LabelAck:
     created_at: datetime
     worker_labels: int
     duplicate: bool
+    campaign_slug: str  # where the worker's next prompt is (the API's submit with next)
 
 
 # The worker loop's statements are hand-written SQL (``annotation.rows``: the ORM's compiling and object
@@ -357,7 +358,7 @@ def label_submit(
         if lease.label_token is not None:
             if lease.label_token != client_token:
                 raise LabelRefused("You have already labeled this prompt.", code="already_labeled")
-            return _ack(Label.objects.get(lease=lease), duplicate=True)
+            return _ack(Label.objects.get(lease=lease), lease.campaign, duplicate=True)
 
         campaign, prompt = lease.campaign, lease.prompt
         if callable(value):
@@ -408,7 +409,7 @@ def label_submit(
             prompt_stop_decide(campaign=campaign, prompt_id=prompt.pk, now=now)
         # Marks the label for the live audit's next fold (unless its INSERT did); schedules it on commit.
         label_stats_add(label=label, marked=marked)
-        return _ack(label, worker_labels=worker_labels, duplicate=False)
+        return _ack(label, campaign, worker_labels=worker_labels, duplicate=False)
 
 
 def _label_insert(*, lease: Lease, value, client_token: str, now: datetime) -> tuple[Label, bool]:
@@ -526,7 +527,7 @@ def label_void_locked(*, label: Label, reason: str) -> None:
     Slot.objects.filter(pk=slot_id).update(filled=False, lease=None, lease_expires_at=None, priority=n_labels)
 
 
-def _ack(label: Label, *, worker_labels: int | None = None, duplicate: bool) -> LabelAck:
+def _ack(label: Label, campaign: Campaign, *, worker_labels: int | None = None, duplicate: bool) -> LabelAck:
     if worker_labels is None:
         worker_labels = worker_label_count(campaign_id=label.campaign_id, worker_id=label.worker_id)
     return LabelAck(
@@ -536,4 +537,5 @@ def _ack(label: Label, *, worker_labels: int | None = None, duplicate: bool) -> 
         created_at=label.created_at,
         worker_labels=worker_labels,
         duplicate=duplicate,
+        campaign_slug=campaign.slug,
     )

@@ -4,6 +4,7 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework.test import APIClient
@@ -198,6 +199,81 @@ def test_the_worker_loop_costs_a_fixed_number_of_queries(kind, make_campaign, ma
         counted(f"/api/v1/leases/{lease['id']}/submit/", {"value": 1, "client_token": f"t{n}"}, status=201)
     expected = on_this_database(WORKER_LOOP_QUERIES[kind], labels=(5, 7))
     assert request.counts == expected, f"queries per request: {request.counts}"
+
+
+def test_a_submit_with_next_answers_the_next_prompt_and_a_retry_the_same(make_campaign, make_user, api):
+    campaign = make_campaign(2)
+    client = api(make_user())
+    first = next_task(client, campaign).json()["lease"]
+    plain = submit(client, first["id"], token="t-1").json()
+    assert "next_task" not in plain  # as before, without next
+
+    second = next_task(client, campaign).json()["lease"]
+    body = {"value": 0, "client_token": "t-2", "next": True}
+    answered = client.post(f"/api/v1/leases/{second['id']}/submit/", body, format="json")
+    assert answered.status_code == 201
+    # Two prompts, k = 1 each (make_campaign's default k): after two labels, nothing is left.
+    assert answered.json()["next_task"] == {
+        "lease": None,
+        "code": "nothing_left",
+        "message": next_task(client, campaign).json()["message"],
+    }
+    assert answered.json()["worker_labels"] == 2 and Label.objects.filter(worker__user__isnull=False).count() == 2
+
+
+def test_a_submit_with_next_leases_the_next_prompt_once(make_campaign, make_user, api):
+    campaign = make_campaign(3)
+    client = api(make_user())
+    lease = next_task(client, campaign).json()["lease"]
+    body = {"value": 1, "client_token": "t-1", "next": True}
+    answered = client.post(f"/api/v1/leases/{lease['id']}/submit/", body, format="json").json()
+    following = answered["next_task"]["lease"]
+    held = Lease.objects.get(pk=following["id"])
+    assert held.status == Lease.Status.ACTIVE and held.pk != lease["id"]
+    assert following["prompt"]["id"] == held.prompt.external_id and answered["next_task"]["worker_labels"] == 1
+    # A retry (the answer was lost) is the same label and the same next prompt; next-task agrees.
+    again = client.post(f"/api/v1/leases/{lease['id']}/submit/", body, format="json")
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert again.json()["next_task"]["lease"]["id"] == held.pk == next_task(client, campaign).json()["lease"]["id"]
+    assert Lease.objects.filter(status=Lease.Status.ACTIVE).count() == 1 and Label.objects.count() == 1
+
+    refused = client.post(
+        f"/api/v1/leases/{held.pk}/submit/", {**body, "client_token": "t-2", "value": 7}, format="json"
+    )
+    assert_error(refused, 409, "bad_value")  # a refused label claims nothing
+    assert list(Lease.objects.filter(status=Lease.Status.ACTIVE).values_list("pk", flat=True)) == [held.pk]
+
+
+def test_a_saved_label_whose_next_claim_fails_says_so(make_campaign, make_user, api, monkeypatch):
+    campaign = make_campaign(3)
+    client = api(make_user())
+    lease = next_task(client, campaign).json()["lease"]
+
+    def busy(**_):
+        raise OperationalError("database is locked")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("annotation.api.worker_loop.services.lease_acquire_by_slug", busy)
+        body = {"value": 1, "client_token": "t-1", "next": True}
+        answered = client.post(f"/api/v1/leases/{lease['id']}/submit/", body, format="json")
+    assert answered.status_code == 201
+    assert answered.json()["next_task"]["lease"] is None and answered.json()["next_task"]["code"] == "next_task_failed"
+    assert Label.objects.get().pk == answered.json()["label_id"]  # the label stands
+    assert next_task(client, campaign).json()["lease"]["id"] != lease["id"]  # and next-task serves on
+
+
+def test_a_submit_with_next_costs_the_submit_and_the_claim_with_one_token_read(make_campaign, make_user, monkeypatch):
+    monkeypatch.setattr("annotation.services.assignment.random.random", lambda: 0.0)  # as in the count above
+    user = make_user()
+    campaign = make_campaign(3)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {services.api_token_get_or_create(user=user).key}")
+    lease = next_task(client, campaign).json()["lease"]  # the worker's first request: not counted
+    counted = CountedRequests(client, format="json")
+    body = {"value": 1, "client_token": "t-1", "next": True}
+    assert counted("post", f"/api/v1/leases/{lease['id']}/submit/", body, status=201).json()["next_task"]["lease"]
+    # The submit's (WORKER_LOOP_QUERIES: 10) and a new lease's (6), but one token read: 15 (13 on PostgreSQL).
+    assert counted.counts == on_this_database([15], labels=(0,))
 
 
 def test_errors_have_one_shape(make_campaign, make_user, api):
