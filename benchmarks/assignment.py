@@ -353,6 +353,7 @@ def client(
             tally.count(f"submit {response.status_code} {_code(response)}")
         except requests.RequestException as exc:
             tally.count(f"connection error {type(exc).__name__}")
+            lease = None  # whether a lost submit landed or not, next-task says what the worker holds
 
 
 def _code(response: requests.Response) -> str:
@@ -450,12 +451,14 @@ def explain_candidate_query(campaign: Campaign, key: str) -> list[str]:
 
     worker = services.worker_for_user(user=Token.objects.get(key=key).user)
     picks = []
-    while not picks:  # twice where the client still held a lease (--submit-next): the first answer is that one
+    for _ in range(2):  # twice where the client still held a lease (--submit-next): the first answer is that one
         with CaptureQueriesContext(connection) as queries:
             lease = services.lease_acquire(campaign=campaign, worker=worker)
         if not isinstance(lease, services.NothingLeft):
             services.lease_release(lease_id=lease.pk, worker=worker)
-        picks = [q["sql"] for q in queries if "SKIP LOCKED" in q["sql"] and f'"{Slot._meta.db_table}"' in q["sql"]]
+        picks += [q["sql"] for q in queries if "SKIP LOCKED" in q["sql"] and f'"{Slot._meta.db_table}"' in q["sql"]]
+        if picks:
+            break
     sql = picks[0]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)

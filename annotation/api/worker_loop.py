@@ -5,10 +5,11 @@ identity (``worker_for_user``). The lease calls do not read the lease first: the
 another worker's lease themselves (``not_leased``), which the API answers with a 404 (exceptions.py).
 """
 
+import logging
 from dataclasses import asdict
 from functools import cache
 
-from django.db import DatabaseError
+from django.db import OperationalError
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -17,6 +18,8 @@ from rest_framework.views import APIView
 from annotation import services
 from annotation.models.campaigns import MAX_ANSWER_LENGTH
 from annotation.models.prompts import MAX_OPTIONS
+
+logger = logging.getLogger(__name__)
 
 # The longest text a submitted value may be before the schema reads it: a free-text answer is checked
 # against its campaign's limit after trimming, so spaces around it must not make it refused here.
@@ -145,7 +148,8 @@ class LeaseSubmitApi(APIView):
         if then_next:  # the label is committed: its claim is a transaction of its own
             try:
                 answer = {**asdict(ack), "next_task": _next_task(ack.campaign_slug, request.user)}
-            except DatabaseError:  # SQLite busy under load, say: the label stands, the client asks again
+            except OperationalError:  # SQLite busy under load, say: the label stands, the client asks again
+                logger.warning("claim after a saved label failed; the client is told to ask next-task", exc_info=True)
                 answer = {**asdict(ack), "next_task": NEXT_TASK_FAILED}
         return Response(
             _output(self.OutputSerializer).to_representation(answer),

@@ -444,17 +444,17 @@ def _label_insert(*, lease: Lease, value, client_token: str, now: datetime) -> t
     params = [adapt[name](v) if name in adapt else v for name, v in fields.items()]
     insert = f"INSERT INTO {table(Label)} ({', '.join(fields)}) VALUES ({', '.join(['%s'] * len(fields))})"
     submitted = f"UPDATE {table(Lease)} SET status = %s WHERE id = %s"
-    lease.status = Lease.Status.SUBMITTED
     marked = connection.vendor == "postgresql"
     if marked:
         ((label_id,),) = fetch(
             f"WITH added AS ({insert} RETURNING id, campaign_id), submitted AS ({submitted}), "
             f"marked AS ({label_mark_sql('added')}) SELECT id FROM added",
-            [*params, lease.status, lease.pk],
+            [*params, Lease.Status.SUBMITTED, lease.pk],
         )
     else:
         ((label_id,),) = fetch(f"{insert} RETURNING id", params)
-        execute(submitted, [lease.status, lease.pk])
+        execute(submitted, [Lease.Status.SUBMITTED, lease.pk])
+    lease.status = Lease.Status.SUBMITTED
     label = Label(id=label_id, **fields)
     label._state.adding, label._state.db = False, connection.alias
     return label, marked

@@ -6,10 +6,12 @@ nothing is left, whose page says why). While the page is open, static/js/label.j
 every third of the lease length.
 """
 
+import logging
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.db import DatabaseError
+from django.db import OperationalError
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -19,6 +21,8 @@ from annotation import selectors, services
 from annotation.forms import SignUpForm
 from annotation.models import Lease
 from annotation.views.task import SKIPPED, heartbeat_json, label_post, lease_give_back, lease_is_live, render_task
+
+logger = logging.getLogger(__name__)
 
 
 def _safe_next(request, default: str) -> str:
@@ -70,9 +74,10 @@ def _to_next_task(request, slug):
     left for them, whose page says why, or when the claim failed."""
     try:
         result = services.lease_acquire_by_slug(slug=slug, user=request.user)
-    except DatabaseError:
+    except OperationalError:
         # The label is saved (its own transaction, committed): a claim the database refused (SQLite busy
         # under load) sends the worker to next, which tries again, rather than a 500 for a saved label.
+        logger.warning("claim after a saved label failed; the worker goes to next", exc_info=True)
         return redirect("worker_next", slug=slug)
     if isinstance(result, services.NothingLeft):
         return redirect("worker_next", slug=slug)

@@ -385,8 +385,8 @@ def submit_paused_before_commit(lease: Lease):
     reached, go = threading.Event(), threading.Event()
     real_ack = assignment._ack
 
-    def ack_then_wait(label, **kwargs):
-        ack = real_ack(label, **kwargs)
+    def ack_then_wait(*args, **kwargs):
+        ack = real_ack(*args, **kwargs)
         if threading.current_thread() is submitter:
             reached.set()
             go.wait(10)

@@ -201,7 +201,7 @@ def test_the_worker_loop_costs_a_fixed_number_of_queries(kind, make_campaign, ma
     assert request.counts == expected, f"queries per request: {request.counts}"
 
 
-def test_a_submit_with_next_answers_the_next_prompt_and_a_retry_the_same(make_campaign, make_user, api):
+def test_a_submit_answers_next_task_only_when_asked(make_campaign, make_user, api):
     campaign = make_campaign(2)
     client = api(make_user())
     first = next_task(client, campaign).json()["lease"]
@@ -237,10 +237,13 @@ def test_a_submit_with_next_leases_the_next_prompt_once(make_campaign, make_user
     assert again.json()["next_task"]["lease"]["id"] == held.pk == next_task(client, campaign).json()["lease"]["id"]
     assert Lease.objects.filter(status=Lease.Status.ACTIVE).count() == 1 and Label.objects.count() == 1
 
-    refused = client.post(
-        f"/api/v1/leases/{held.pk}/submit/", {**body, "client_token": "t-2", "value": 7}, format="json"
-    )
-    assert_error(refused, 409, "bad_value")  # a refused label claims nothing
+    claim = mock.Mock(side_effect=AssertionError("a refused label must not claim"))
+    with mock.patch("annotation.api.worker_loop.services.lease_acquire_by_slug", claim):
+        refused = client.post(
+            f"/api/v1/leases/{held.pk}/submit/", {**body, "client_token": "t-2", "value": 7}, format="json"
+        )
+    assert_error(refused, 409, "bad_value")
+    assert not claim.called  # a refused label claims nothing
     assert list(Lease.objects.filter(status=Lease.Status.ACTIVE).values_list("pk", flat=True)) == [held.pk]
 
 

@@ -3,8 +3,10 @@ prompt, the task page with its skip and heartbeat, and the end (completion or no
 parse, call one service or selector, render; the participant's panel session is kept in the Django
 session."""
 
+import logging
+
 from django.contrib import messages
-from django.db import DatabaseError
+from django.db import OperationalError
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -16,6 +18,8 @@ from annotation.channels import selectors, services
 from annotation.channels.errors import PanelRefused
 from annotation.channels.models import PanelConfig, PanelSession
 from annotation.views.task import SKIPPED, heartbeat_json, label_post, lease_give_back, lease_is_live, render_task
+
+logger = logging.getLogger(__name__)
 
 
 def _session_key(panel: PanelConfig) -> str:
@@ -112,9 +116,10 @@ def panel_task(request, slug, lease_id):
                 services.panel_label_counted(session=session)
             try:
                 return _to_next_task(panel, session)
-            except DatabaseError:
+            except OperationalError:
                 # The label is saved and counted: a claim the database refused (SQLite busy under load)
                 # sends the participant to next, which tries again, rather than a 500 for a saved label.
+                logger.warning("claim after a saved label failed; the participant goes to next", exc_info=True)
                 return redirect("channels:panel_next", slug=slug)
         error = post.error
     lease = core_selectors.lease_for_worker(lease_id=lease_id, worker=session.worker, campaign=campaign)

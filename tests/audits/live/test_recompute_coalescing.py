@@ -21,7 +21,7 @@ from audits.models import AuditSnapshot, AuditStats
 from audits.selectors import audit_status
 from audits.tasks import audit_full_task, audit_refresh_task, audit_sweep_task
 from tests.clock import later
-from tests.helpers import label_one, sim_worker
+from tests.helpers import label_one, on_this_database, sim_worker
 
 pytestmark = [pytest.mark.django_db]
 
@@ -242,10 +242,10 @@ def test_the_cost_of_a_label_and_of_a_refresh_does_not_grow_with_the_campaign(ma
     # A label costs the same queries in a campaign of 3 labels as in one of 150, and so does the
     # quick run that folds it.
     assert costs["small"] == costs["large"], costs
-    # Absolute ceilings, as measured (SQLite and PostgreSQL alike): a new query on these paths must
-    # be a decision, not an accident.
-    # The live audit adds one statement to a label's transaction: its mark for the fold (PendingLabel).
-    assert max(costs["small"][0], costs["large"][0]) <= 9, costs
+    # Absolute ceilings, as measured: a new query on these paths must be a decision, not an accident.
+    # The live audit adds one statement to a label's transaction on SQLite, its mark for the fold
+    # (PendingLabel); on PostgreSQL the mark rides in the label's INSERT (two statements fewer).
+    assert max(costs["small"][0], costs["large"][0]) <= on_this_database([9], labels=(0,))[0], costs
     # The quick run folds first (audits.services.stats_fold, about 22 statements whatever the number of
     # labels: a few per statistics table, 500 rows a statement), then reads the noise statistics, the
     # workers' statistics (3 queries), participations, control prompts and the campaign's median
