@@ -17,9 +17,9 @@ each submit schedules stays queued. One launched campaign (--prompts binary prom
 * ``api``: the REST API with a token (POST next-task, POST submit);
 * ``api-next``: the same client asking for its next prompt with each submit (``"next": true``): a cycle is
   one POST, next-task only where the answer brings no prompt (the first cycle, or a tree without it);
-* ``html``: a signed-in user's task pages (GET /w/<slug>/next/ -> 302, GET the task page, POST the label -> 302),
-  following the redirects as a browser does: where the POST redirects to the next task page, the next
-  cycle starts there, without the GET of next;
+* ``html``: a signed-in user's task pages (GET /w/<slug>/next/ -> 302, GET the task page, POST the label
+  -> 302, form-encoded), following the redirects as a browser does: where the POST redirects to the
+  next task page, the next cycle starts there, without the GET of next;
 * ``panel``: a panel participant's (the study link once, then the same requests under /channels/panel/).
 
 Queries are counted over --count-cycles cycles (``CaptureQueriesContext``), then the CPU of --cycles
@@ -47,8 +47,10 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlencode
 
 HERE = Path(__file__).resolve().parent
+FORM = "application/x-www-form-urlencoded"
 CLIENT_TOKEN = re.compile(r'name="client_token" value="([^"]+)"')
 PATHS = ("api", "api-next", "html", "panel")
 
@@ -176,8 +178,9 @@ def _cycles(args) -> dict:
         def cycle(step):
             task = followed["task"] or step("next: GET -> 302", client.get, next_url)["Location"]
             page = step("task page: GET", client.get, task).content.decode()
-            body = {"value": "1", "client_token": CLIENT_TOKEN.search(page).group(1)}
-            response = step("submit: POST -> 302", client.post, task, body)
+            # Form-encoded, as a browser sends the label form (the test client's default is multipart).
+            body = urlencode({"value": "1", "client_token": CLIENT_TOKEN.search(page).group(1)})
+            response = step("submit: POST -> 302", client.post, task, body, FORM)
             assert response.status_code == 302, response.content[:500]
             followed["task"] = response["Location"] if "/task/" in response["Location"] else None
 

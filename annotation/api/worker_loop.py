@@ -5,21 +5,18 @@ identity (``worker_for_user``). The lease calls do not read the lease first: the
 another worker's lease themselves (``not_leased``), which the API answers with a 404 (exceptions.py).
 """
 
-import logging
 from dataclasses import asdict
 from functools import cache
 
-from django.db import OperationalError
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import services
+from annotation.models import Lease
 from annotation.models.campaigns import MAX_ANSWER_LENGTH
 from annotation.models.prompts import MAX_OPTIONS
-
-logger = logging.getLogger(__name__)
 
 # The longest text a submitted value may be before the schema reads it: a free-text answer is checked
 # against its campaign's limit after trimming, so spaces around it must not make it refused here.
@@ -74,9 +71,8 @@ NEXT_TASK_FAILED = {
 }
 
 
-def _next_task(slug: str, user) -> dict:
-    """next-task's answer (``NextTaskOutput``'s data) for ``user`` in the campaign ``slug``."""
-    lease = services.lease_acquire_by_slug(slug=slug, user=user)
+def _next_task(lease: Lease | services.NothingLeft) -> dict:
+    """next-task's answer (``NextTaskOutput``'s data) for what ``lease_acquire`` answered."""
     if isinstance(lease, services.NothingLeft):
         return {"lease": None, "code": lease.code, "message": lease.reason}
     return {"lease": lease, "worker_labels": lease.worker_labels}
@@ -85,7 +81,8 @@ def _next_task(slug: str, user) -> dict:
 class NextTaskApi(APIView):
     @extend_schema(request=None, responses={200: NextTaskOutput})
     def post(self, request, slug: str):
-        return Response(_output(NextTaskOutput).to_representation(_next_task(slug, request.user)))
+        lease = services.lease_acquire_by_slug(slug=slug, user=request.user)
+        return Response(_output(NextTaskOutput).to_representation(_next_task(lease)))
 
 
 class LeaseHeartbeatApi(APIView):
@@ -146,11 +143,8 @@ class LeaseSubmitApi(APIView):
         ack = services.label_submit(lease_id=lease_id, worker=worker, **data.validated_data)
         answer = ack
         if then_next:  # the label is committed: its claim is a transaction of its own
-            try:
-                answer = {**asdict(ack), "next_task": _next_task(ack.campaign_slug, request.user)}
-            except OperationalError:  # SQLite busy under load, say: the label stands, the client asks again
-                logger.warning("claim after a saved label failed; the client is told to ask next-task", exc_info=True)
-                answer = {**asdict(ack), "next_task": NEXT_TASK_FAILED}
+            lease = services.lease_acquire_after_label(campaign_slug=ack.campaign_slug, worker=worker)
+            answer = {**asdict(ack), "next_task": NEXT_TASK_FAILED if lease is None else _next_task(lease)}
         return Response(
             _output(self.OutputSerializer).to_representation(answer),
             status=status.HTTP_200_OK if ack.duplicate else status.HTTP_201_CREATED,

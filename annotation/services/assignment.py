@@ -15,11 +15,12 @@ SQLite runs every transaction as BEGIN IMMEDIATE (settings), so writers are seri
 runs at READ COMMITTED with row locks (``select_for_update``) where stated.
 """
 
+import logging
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -40,6 +41,8 @@ from annotation.services.controls import control_lease
 from annotation.services.errors import LabelRefused, LeaseRefused, NotLeased
 from annotation.services.workers import worker_for_user
 from audits.hook import audit_stats_invalidate, label_mark_sql, label_stats_add
+
+logger = logging.getLogger(__name__)
 
 # What a worker hears of a prompt the researchers retired while it was on their screen.
 PROMPT_RETIRED_REASON = "The researchers withdrew this prompt from the campaign; ask for a new one."
@@ -196,6 +199,26 @@ def lease_acquire_by_slug(*, slug: str, user) -> Lease | NothingLeft:
         elif participation[3].launched_at is None:
             campaign_for_workers(slug=slug, user=user)  # never launched: only those who manage it, else 404
         return _lease_under_lock(participation, worker, now)
+
+
+def lease_acquire_after_label(*, campaign_slug: str, worker: Worker) -> Lease | NothingLeft | None:
+    """``lease_acquire`` right after the worker's label committed, in its own transaction (the task pages'
+    POST, the API's submit with next: a request fewer per label); None when it cannot answer, and the
+    caller sends the worker to ask for their next prompt as usual (next, next-task), which will.
+
+    That is when the database refused the claim (``OperationalError``: SQLite busy under load, say;
+    logged): the label stands, so the answer must not be an error. Or when the worker has no
+    Participation row in the campaign, which only a campaign deleted since their label leaves: the
+    usual door answers that with its 404. The worker labeled in the campaign, so its visibility to
+    them was decided then (``campaign_for_workers``), and their Participation row finds it by slug."""
+    try:
+        with transaction.atomic(durable=True):
+            now = timezone.now()
+            participation = _participation_locked(slug=campaign_slug, worker_id=worker.pk, now=now)
+            return None if participation is None else _lease_under_lock(participation, worker, now)
+    except OperationalError:
+        logger.warning("claim after a saved label failed; the worker is sent to ask again", exc_info=True)
+        return None
 
 
 def _participation_first(campaign_id: int, worker: Worker):

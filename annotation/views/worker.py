@@ -6,12 +6,9 @@ nothing is left, whose page says why). While the page is open, static/js/label.j
 every third of the lease length.
 """
 
-import logging
-
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.db import OperationalError
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -21,8 +18,6 @@ from annotation import selectors, services
 from annotation.forms import SignUpForm
 from annotation.models import Lease
 from annotation.views.task import SKIPPED, heartbeat_json, label_post, lease_give_back, lease_is_live, render_task
-
-logger = logging.getLogger(__name__)
 
 
 def _safe_next(request, default: str) -> str:
@@ -68,18 +63,12 @@ def worker_next(request, slug):
     return redirect("worker_task", slug=slug, lease_id=result.pk)
 
 
-def _to_next_task(request, slug):
-    """After a label: the worker's next prompt, claimed here, and a redirect to its page, as ``next`` would
-    give, without the trip through ``next`` (a request fewer per label); ``next`` itself when nothing is
-    left for them, whose page says why, or when the claim failed."""
-    try:
-        result = services.lease_acquire_by_slug(slug=slug, user=request.user)
-    except OperationalError:
-        # The label is saved (its own transaction, committed): a claim the database refused (SQLite busy
-        # under load) sends the worker to next, which tries again, rather than a 500 for a saved label.
-        logger.warning("claim after a saved label failed; the worker goes to next", exc_info=True)
-        return redirect("worker_next", slug=slug)
-    if isinstance(result, services.NothingLeft):
+def _to_next_task(slug: str, worker):
+    """After a label: a redirect to the worker's next prompt's page, claimed here, as ``next`` would give
+    without the trip through it (a request fewer per label); to ``next`` itself when nothing is left for
+    them, whose page says why, or when the claim could not answer (``lease_acquire_after_label``)."""
+    result = services.lease_acquire_after_label(campaign_slug=slug, worker=worker)
+    if result is None or isinstance(result, services.NothingLeft):
         return redirect("worker_next", slug=slug)
     return redirect("worker_task", slug=slug, lease_id=result.pk)
 
@@ -93,7 +82,7 @@ def worker_task(request, slug, lease_id):
         post = label_post(request, lease_id=lease_id, worker=worker, campaign_slug=slug)
         if post.ack is not None:
             messages.success(request, f"Saved. You have labeled {post.ack.worker_labels} so far.")
-            return _to_next_task(request, slug)
+            return _to_next_task(slug, worker)
         if post.error is None:
             messages.warning(request, post.refusal.message)
             return redirect("worker_next", slug=slug)

@@ -68,6 +68,27 @@ def test_an_expired_lease_frees_its_slot_and_its_label_is_refused(make_campaign,
     assert list(Label.objects.values_list("worker", flat=True)) == [fast.pk]
 
 
+def test_the_claim_after_a_label_leases_as_lease_acquire_or_answers_none(make_campaign, make_worker, caplog):
+    """lease_acquire_after_label: the next lease, as lease_acquire gives it; None, and nothing held, where
+    the caller must send the worker through the usual door: a claim the database refuses (logged), or a
+    worker with no Participation row in the campaign (a campaign deleted since their label)."""
+    from django.db import OperationalError
+
+    campaign = make_campaign(3, k=1)
+    worker, stranger = make_worker(), make_worker()
+    first = services.lease_acquire(campaign=campaign, worker=worker)
+    services.label_submit(lease_id=first.pk, worker=worker, value=1, client_token="t1")
+    following = services.lease_acquire_after_label(campaign_slug=campaign.slug, worker=worker)
+    assert isinstance(following, Lease) and following.pk != first.pk and following.worker_labels == 1
+    services.label_submit(lease_id=following.pk, worker=worker, value=1, client_token="t2")
+    assert services.lease_acquire_after_label(campaign_slug=campaign.slug, worker=stranger) is None
+    with mock.patch("annotation.services.assignment._slot_take", side_effect=OperationalError("database is locked")):
+        assert services.lease_acquire_after_label(campaign_slug=campaign.slug, worker=worker) is None
+    assert "claim after a saved label failed" in caplog.text
+    assert not Lease.objects.filter(status=Lease.Status.ACTIVE).exists()  # the refused claim rolled back
+    assert isinstance(services.lease_acquire(campaign=campaign, worker=worker), Lease)  # the usual door serves
+
+
 def test_heartbeat_keeps_a_lease_alive(make_campaign, make_worker):
     campaign = make_campaign(1, k=1, lease_seconds=60)
     worker = make_worker()

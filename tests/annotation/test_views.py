@@ -402,12 +402,12 @@ def test_a_label_leads_to_the_next_prompts_page_or_to_next_when_the_claim_fails(
     assert response.status_code == 302 and "/task/" in response.url and response.url != task_url
     assert Lease.objects.filter(status=Lease.Status.ACTIVE, worker__user=worker_client.user).count() == 1
 
-    def busy(**kwargs):
+    def busy(*args):  # inside the claim's transaction
         raise OperationalError("database is locked")
 
     task_url = response.url
     token = worker_client.get(task_url).context["client_token"]
-    monkeypatch.setattr("annotation.services.lease_acquire_by_slug", busy)
+    monkeypatch.setattr("annotation.services.assignment._lease_under_lock", busy)
     response = worker_client.post(task_url, {"value": "0", "client_token": token})
     assert response.status_code == 302 and response.url == next_url
     assert Label.objects.filter(worker__user=worker_client.user).count() == 2

@@ -238,7 +238,7 @@ def test_a_submit_with_next_leases_the_next_prompt_once(make_campaign, make_user
     assert Lease.objects.filter(status=Lease.Status.ACTIVE).count() == 1 and Label.objects.count() == 1
 
     claim = mock.Mock(side_effect=AssertionError("a refused label must not claim"))
-    with mock.patch("annotation.api.worker_loop.services.lease_acquire_by_slug", claim):
+    with mock.patch("annotation.api.worker_loop.services.lease_acquire_after_label", claim):
         refused = client.post(
             f"/api/v1/leases/{held.pk}/submit/", {**body, "client_token": "t-2", "value": 7}, format="json"
         )
@@ -252,11 +252,11 @@ def test_a_saved_label_whose_next_claim_fails_says_so(make_campaign, make_user, 
     client = api(make_user())
     lease = next_task(client, campaign).json()["lease"]
 
-    def busy(**_):
+    def busy(*args):  # inside the claim's transaction
         raise OperationalError("database is locked")
 
     with monkeypatch.context() as patched:
-        patched.setattr("annotation.api.worker_loop.services.lease_acquire_by_slug", busy)
+        patched.setattr("annotation.services.assignment._lease_under_lock", busy)
         body = {"value": 1, "client_token": "t-1", "next": True}
         answered = client.post(f"/api/v1/leases/{lease['id']}/submit/", body, format="json")
     assert answered.status_code == 201

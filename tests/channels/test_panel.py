@@ -116,10 +116,10 @@ def test_a_saved_label_whose_next_claim_fails_leads_to_next(make_campaign, resea
     page = client.get(client.get(arrive(client, panel, "P1")["Location"])["Location"])
     token = re.search(r'name="client_token" value="([^"]+)"', page.content.decode()).group(1)
 
-    def busy(**kwargs):
+    def busy(*args):  # inside the claim's transaction
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr("annotation.services.lease_acquire", busy)
+    monkeypatch.setattr("annotation.services.assignment._lease_under_lock", busy)
     response = client.post(page.wsgi_request.path, {"value": "1", "client_token": token})
     assert response.status_code == 302 and response["Location"] == f"/channels/panel/{panel.slug}/next/"
     assert Label.objects.count() == 1 and PanelSession.objects.get().n_labels == 1

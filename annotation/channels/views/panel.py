@@ -3,10 +3,7 @@ prompt, the task page with its skip and heartbeat, and the end (completion or no
 parse, call one service or selector, render; the participant's panel session is kept in the Django
 session."""
 
-import logging
-
 from django.contrib import messages
-from django.db import OperationalError
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,8 +15,6 @@ from annotation.channels import selectors, services
 from annotation.channels.errors import PanelRefused
 from annotation.channels.models import PanelConfig, PanelSession
 from annotation.views.task import SKIPPED, heartbeat_json, label_post, lease_give_back, lease_is_live, render_task
-
-logger = logging.getLogger(__name__)
 
 
 def _session_key(panel: PanelConfig) -> str:
@@ -85,13 +80,20 @@ def panel_next(request, slug):
     return _to_next_task(panel, session)
 
 
-def _to_next_task(panel: PanelConfig, session: PanelSession):
+def _to_next_task(panel: PanelConfig, session: PanelSession, *, after_label: bool = False):
     """The participant's next prompt, claimed, and a redirect to its page; the end (panel_done, which says
-    why) when their quota is reached or nothing is left. ``next`` and the label's POST both go on here,
-    so a label leads straight to the next prompt's page (a request fewer per label)."""
+    why) when their quota is reached or nothing is left. ``next`` and the label's POST (``after_label``)
+    both go on here, so a label leads straight to the next prompt's page (a request fewer per label); to
+    ``next`` when that claim could not answer (``lease_acquire_after_label``)."""
     if session.completed_at or _quota_reached(panel, session):
         return redirect("channels:panel_done", slug=panel.slug)
-    result = core.lease_acquire(campaign=panel.publication.campaign, worker=session.worker)
+    campaign = panel.publication.campaign
+    if after_label:
+        result = core.lease_acquire_after_label(campaign_slug=campaign.slug, worker=session.worker)
+        if result is None:
+            return redirect("channels:panel_next", slug=panel.slug)
+    else:
+        result = core.lease_acquire(campaign=campaign, worker=session.worker)
     if isinstance(result, core.NothingLeft):
         return redirect("channels:panel_done", slug=panel.slug)
     return redirect("channels:panel_task", slug=panel.slug, lease_id=result.pk)
@@ -114,13 +116,7 @@ def panel_task(request, slug, lease_id):
                 return redirect("channels:panel_next", slug=slug)
             if not post.ack.duplicate:
                 services.panel_label_counted(session=session)
-            try:
-                return _to_next_task(panel, session)
-            except OperationalError:
-                # The label is saved and counted: a claim the database refused (SQLite busy under load)
-                # sends the participant to next, which tries again, rather than a 500 for a saved label.
-                logger.warning("claim after a saved label failed; the participant goes to next", exc_info=True)
-                return redirect("channels:panel_next", slug=slug)
+            return _to_next_task(panel, session, after_label=True)
         error = post.error
     lease = core_selectors.lease_for_worker(lease_id=lease_id, worker=session.worker, campaign=campaign)
     if error is None and not lease_is_live(lease):
