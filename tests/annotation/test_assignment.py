@@ -4,6 +4,7 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from annotation import services
@@ -72,8 +73,6 @@ def test_the_claim_after_a_label_leases_as_lease_acquire_or_answers_none(make_ca
     """lease_acquire_after_label: the next lease, as lease_acquire gives it; None, and nothing held, where
     the caller must send the worker through the usual door: a claim the database refuses (logged), or a
     worker with no Participation row in the campaign (a campaign deleted since their label)."""
-    from django.db import OperationalError
-
     campaign = make_campaign(3, k=1)
     worker, stranger = make_worker(), make_worker()
     first = services.lease_acquire(campaign=campaign, worker=worker)
